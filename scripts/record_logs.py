@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Record MetaSchedule tuning logs on this machine's CPU (resumable).
+
+For each workload in ``RECORDED_WORKLOADS`` it writes a MetaSchedule JSON
+database under ``tuning_logs/<machine>/<workload>/``: the first half of the
+trials are searched with TVM's random cost model (a pool that spans bad and
+good schedules), the second half with TVM's XGBModel, seeded by what the
+database already holds (model-guided, so the pool also has good schedules).
+
+Re-running continues where it stopped: a workload whose record file already
+has the requested count is skipped.
+
+    nice -n 19 python scripts/record_logs.py --trials 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+def count_records(work_dir: str) -> int:
+    path = os.path.join(work_dir, "database_tuning_record.json")
+    if not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        return sum(1 for line in f if line.strip())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="tuning_logs/cpu")
+    ap.add_argument("--trials", type=int, default=128)
+    ap.add_argument("--workloads", nargs="*", default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvm_latmodel.measure import local_builder, local_runner
+    from tvm_latmodel.targets import host_target
+    from tvm_latmodel.workloads import RECORDED_WORKLOADS, get_workload
+
+    target = host_target()
+    names = args.workloads or RECORDED_WORKLOADS
+    half = args.trials // 2
+    for name in names:
+        work_dir = os.path.join(args.out, name.replace(":", "_"))
+        os.makedirs(work_dir, exist_ok=True)
+        for phase, cost_model, upto in (("random", "random", half), ("xgb", "xgb", args.trials)):
+            have = count_records(work_dir)
+            if have >= upto:
+                continue
+            todo = upto - have
+            t0 = time.time()
+            print(f"[record] {name}: {have} records, {phase} phase for {todo} more", file=sys.stderr, flush=True)
+            ms.tune_tir(
+                mod=get_workload(name),
+                target=target,
+                work_dir=work_dir,
+                max_trials_global=todo,
+                num_trials_per_iter=16,
+                cost_model=cost_model,
+                builder=local_builder(),
+                runner=local_runner(),
+                seed=args.seed + have + 1,
+            )
+            print(f"[record] {name}: now {count_records(work_dir)} records ({time.time() - t0:.0f}s)", file=sys.stderr, flush=True)
+    print(tvm.__version__, target, file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""HybridCostModel: predictions, learning, persistence, failure handling, and
+MetaSchedule tuning end to end (a few trials of a tiny matmul on this CPU)."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import tvm
+from tvm import te
+from tvm.s_tir import meta_schedule as ms
+
+from tvm_latmodel.cost_model import HybridCostModel, valid_latency
+from tvm_latmodel.residual import ResidualModel
+from tvm_latmodel.sampling import make_context, sample_schedules
+
+TARGET = tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2})
+
+
+def _matmul(n=128):
+    a = te.placeholder((n, n), name="A")
+    b = te.placeholder((n, n), name="B")
+    r = te.reduce_axis((0, n), name="k")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    return tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+
+
+def _cands(schedules):
+    return [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_prim_func(s.mod["main"])) for s in schedules]
+
+
+def _result(secs):
+    return ms.runner.RunnerResult(run_secs=secs, error_msg=None)
+
+
+@pytest.fixture(scope="module")
+def task():
+    mod = _matmul()
+    ctx = make_context(mod, TARGET, seed=1)
+    schedules = sample_schedules(mod, TARGET, 24, seed=0, context=ctx)
+    assert len(schedules) == 24
+    return ctx, _cands(schedules)
+
+
+def test_zero_sample_scores_rank_a_good_schedule_above_a_naive_one():
+    mod = _matmul()
+    naive = tvm.s_tir.Schedule(mod)
+    good = tvm.s_tir.Schedule(mod)
+    i, j, k = good.get_loops(good.get_sblock("C"))
+    i0, i1 = good.split(i, [16, 8])
+    j0, j1 = good.split(j, [8, 16])
+    good.reorder(i0, j0, i1, k, j1)
+    good.parallel(i0)
+    good.vectorize(j1)
+    ctx = make_context(mod, TARGET)
+    scores = HybridCostModel().predict(ctx, _cands([naive, good]))
+    assert scores.shape == (2,) and np.all(np.isfinite(scores)) and np.all(scores > 0)
+    assert scores[1] > 4 * scores[0]  # 8 parallel units x 16 lanes vs one scalar core
+
+
+def test_predict_with_zero_samples_is_deterministic(task):
+    ctx, cands = task
+    a = HybridCostModel().predict(ctx, cands)
+    b = HybridCostModel(seed=5).predict(ctx, cands)
+    assert a.shape == (len(cands),) and np.all(a > 0)
+    np.testing.assert_array_equal(a, b)
+    assert len(np.unique(a)) > len(a) // 2  # few ties
+
+
+def test_failed_results_are_counted_never_fitted(task):
+    ctx, cands = task
+    m = HybridCostModel(min_samples=4)
+    bad = [ms.runner.RunnerResult(run_secs=None, error_msg="build failed"), _result([]), _result([1e10]),
+           _result([float("nan")]), _result([-1.0]), _result([0.0])]
+    m.update(ctx, cands[:6], bad)
+    assert m.failed_count_ == 6 and m.X_ == [] and m.model_ is None
+    assert [valid_latency(r) for r in bad] == [None] * 6
+    assert valid_latency(_result([1e-3, 3e-3])) == pytest.approx(2e-3)
+
+
+def test_residual_learns_and_save_load_round_trips(task, tmp_path):
+    ctx, cands = task
+    m = HybridCostModel(min_samples=8, seed=0)
+    before = m.predict(ctx, cands)
+    # synthetic truth: the analytical estimate times a factor the model must learn
+    est = m.predict_latency_s(ctx, cands)
+    truth = est * np.linspace(0.5, 4.0, len(cands))
+    m.update(ctx, cands[:16], [_result([float(t)]) for t in truth[:16]])
+    assert m.fitted_on_ == 16 and m.model_ is not None
+    after = m.predict(ctx, cands)
+    assert not np.allclose(before, after)
+    # the learned correction moves predictions toward the truth on the training data
+    err_before = np.abs(np.log(est[:16] / truth[:16])).mean()
+    err_after = np.abs(np.log(m.predict_latency_s(ctx, cands[:16]) / truth[:16])).mean()
+    assert err_after < 0.7 * err_before
+    path = str(tmp_path / "model.json")
+    m.save(path)
+    doc = json.load(open(path))
+    assert doc["format"] == "tvm-latmodel-hybrid" and doc["target_family"] == "cpu"
+    m2 = HybridCostModel()
+    m2.load(path)
+    np.testing.assert_array_equal(m2.predict(ctx, cands), after)
+
+
+def test_adaptive_refit_waits_for_growth(task):
+    ctx, cands = task
+    m = HybridCostModel(min_samples=8, refit_growth=0.5)
+    est = m.predict_latency_s(ctx, cands)
+    m.update(ctx, cands[:8], [_result([float(t)]) for t in est[:8]])
+    assert m.fitted_on_ == 8
+    m.update(ctx, cands[8:11], [_result([float(t)]) for t in est[8:11]])
+    assert m.fitted_on_ == 8  # 11 < 8 * 1.5: no refit yet
+    m.update(ctx, cands[11:13], [_result([float(t)]) for t in est[11:13]])
+    assert m.fitted_on_ == 13
+
+
+def test_bad_model_files(tmp_path, task):
+    ctx, cands = task
+    m = HybridCostModel(min_samples=4)
+    est = m.predict_latency_s(ctx, cands)
+    m.update(ctx, cands[:6], [_result([float(t)]) for t in est[:6]])
+    path = tmp_path / "m.json"
+    m.save(str(path))
+    doc = json.loads(path.read_text())
+
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(dict(doc, format_version=99, package_version="9.9")))
+    with pytest.raises(ValueError, match="other.json: model format version 99"):
+        HybridCostModel().load(str(other))
+    gpu = tmp_path / "gpu.json"
+    gpu.write_text(json.dumps(dict(doc, target_family="gpu")))
+    with pytest.raises(ValueError, match="trained for a gpu target"):
+        HybridCostModel(target=TARGET).load(str(gpu))
+    with pytest.raises(ValueError, match="pretrained for a gpu target"):
+        HybridCostModel(target=TARGET, pretrained=str(gpu))
+    junk = tmp_path / "junk.json"
+    junk.write_bytes(b"\x80\x04\x95 pickle bytes")
+    with pytest.raises(ValueError, match="junk.json: not a JSON model file"):
+        HybridCostModel().load(str(junk))
+    (tmp_path / "m.json.residual.json.xgb.json").unlink()
+    with pytest.raises(ValueError, match="booster file .* is missing"):
+        HybridCostModel().load(str(path))
+
+
+def test_pretrained_residual_starts_the_model(task, tmp_path):
+    ctx, cands = task
+    donor = HybridCostModel(min_samples=4)
+    est = donor.predict_latency_s(ctx, cands)
+    donor.update(ctx, cands, [_result([float(t) * 3]) for t in est])
+    path = str(tmp_path / "pre.json")
+    donor.save(path)
+    fresh = HybridCostModel(pretrained=path)
+    assert fresh.predict(ctx, cands).shape == (len(cands),)
+    # the damped pretrained correction moves predictions toward 3x
+    ratio = np.median(fresh.predict_latency_s(ctx, cands) / est)
+    assert 1.2 < ratio < 3.5
+    with pytest.raises(RuntimeError, match="not fitted"):
+        ResidualModel().predict(np.zeros((1, 3)))
+
+
+def _broken(seed=3):
+    """A model whose analytical part raises on every CPU candidate: it was
+    given GPU hardware, so summarizing an unbound CPU schedule fails."""
+    from tvm_latmodel.hardware import HardwareSpec
+
+    return HybridCostModel(hardware=HardwareSpec.from_preset("h200"), seed=seed)
+
+
+def test_a_model_that_raises_falls_back_with_one_warning(task):
+    ctx, cands = task
+    m = _broken()
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        s1 = m.predict(ctx, cands)
+        s2 = m.predict(ctx, cands)
+        m.update(ctx, cands[:2], [_result([1e-3]), _result([2e-3])])
+    assert s1.shape == (len(cands),) and np.all(np.isfinite(s1))
+    assert not np.array_equal(s1, s2)  # random fallback, seeded generator
+    msgs = [str(w.message) for w in rec if "HybridCostModel" in str(w.message)]
+    assert len([x for x in msgs if "analytical model failed" in x]) == 1
+    assert len([x for x in msgs if "update failed" in x]) == 1
+
+
+@pytest.mark.slow
+def test_tune_end_to_end_writes_a_database_tvm_compiles(tmp_path):
+    """MetaSchedule tunes with cost_model=HybridCostModel() and TVM compiles the result."""
+    from tvm_latmodel.measure import local_builder, local_runner
+
+    mod = _matmul(64)
+    host = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+    db = ms.tune_tir(mod, host, str(tmp_path), max_trials_global=4, num_trials_per_iter=4,
+                     cost_model=HybridCostModel(), builder=local_builder(), runner=local_runner(1, 1, 0), seed=1)
+    lines = (tmp_path / "database_tuning_record.json").read_text().splitlines()
+    assert len(lines) == 4
+    sch = ms.tir_integration.compile_tir(db, mod, host)
+    assert sch is not None
+    lib = tvm.compile(sch.mod, target=host)
+    a = np.random.rand(64, 64).astype("float32")
+    b = np.random.rand(64, 64).astype("float32")
+    dev = tvm.cpu()
+    c = tvm.runtime.tensor(np.zeros((64, 64), "float32"), dev)
+    lib["main"](tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_tuning_survives_a_broken_model(tmp_path):
+    from tvm_latmodel.measure import local_builder, local_runner
+
+    mod = _matmul(32)
+    host = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ms.tune_tir(mod, host, str(tmp_path), max_trials_global=2, num_trials_per_iter=2,
+                    cost_model=_broken(), builder=local_builder(), runner=local_runner(1, 1, 0), seed=1)
+    assert len((tmp_path / "database_tuning_record.json").read_text().splitlines()) == 2

@@ -1,0 +1,176 @@
+"""Each analytical mode against a hand-computed case (pure math, no TVM)."""
+
+import math
+
+import pytest
+
+from tvm_latmodel.hardware import HardwareSpec, MemoryLevel
+from tvm_latmodel.modes import (
+    cache_traffic_bytes,
+    estimate,
+    gpu_blocks_per_sm,
+    lane_efficiency,
+    padded_work_ratio,
+    roofline_bound_s,
+    roofline_time,
+    wave_quantization,
+)
+from tvm_latmodel.program import Access, BlockSummary, Loop, ProgramSummary, Region
+
+
+def cpu(cores=4, vector_bits=512, peak=400.0):
+    return HardwareSpec(
+        name="test-cpu", kind="cpu", parallel_units=cores, vector_bits=vector_bits, peak_gflops=peak,
+        memory=(MemoryLevel("L1", 32 * 1024, 400.0), MemoryLevel("L2", 1024 * 1024, 200.0),
+                MemoryLevel("L3", 16 * 1024 * 1024, 100.0, shared=True), MemoryLevel("DRAM", 1e12, 20.0, shared=True)),
+        launch_overhead_s=5e-6)
+
+
+# ----------------------------------------------------------- wave staircase
+
+def test_waves_staircase_at_multiples_of_concurrent_units():
+    # 8 concurrent units: 1..8 units are one wave, 9..16 two, 17 three.
+    assert [wave_quantization(u, 8)[0] for u in (1, 8, 9, 16, 17)] == [1, 1, 2, 2, 3]
+    assert wave_quantization(9, 8)[1] == pytest.approx(9 / 16)
+    assert wave_quantization(16, 8)[1] == 1.0
+    assert wave_quantization(0, 8) == (0, 1.0)
+    with pytest.raises(ValueError):
+        wave_quantization(4, 0)
+
+
+def test_gpu_wave_staircase_over_132_sms():
+    assert wave_quantization(132, 132)[0] == 1
+    assert wave_quantization(133, 132)[0] == 2
+    assert wave_quantization(264, 132)[0] == 2
+
+
+# -------------------------------------------------------------- lane usage
+
+@pytest.mark.parametrize("extent,expected", [(4, 4 / 16), (16, 1.0), (24, 24 / 32), (1, 1 / 16), (0, 1 / 16)])
+def test_lane_efficiency_avx512_fp32(extent, expected):
+    lanes = cpu(vector_bits=512).lanes(32)
+    assert lanes == 16
+    assert lane_efficiency(extent, lanes) == pytest.approx(expected)
+
+
+def test_lanes_per_dtype():
+    hw = cpu(vector_bits=256)
+    assert hw.lanes(32) == 8 and hw.lanes(16) == 16 and hw.lanes(64) == 4
+
+
+def test_padded_work_ratio():
+    # a tile of 8 over a loop of 30: 4 tiles execute 32 iterations
+    assert padded_work_ratio(32, 30) == pytest.approx(32 / 30)
+    assert padded_work_ratio(30, 30) == 1.0
+    assert padded_work_ratio(10, 0) == 1.0
+
+
+# ---------------------------------------------------------- cache cliffs
+
+def test_cache_traffic_steps_when_footprint_crosses_capacity():
+    # footprints[k]: one whole execution of loop k; trips[k]: how often loop k runs.
+    # Outer loop of 64 iterations, each sweeping f_inner bytes with 100 points of 64 B.
+    def traffic(f_inner, capacity):
+        footprints = [64 * f_inner, f_inner, 64.0]
+        trips = [1, 64, 64 * 100]
+        return cache_traffic_bytes(footprints, trips, capacity)
+
+    cap = 32 * 1024
+    below = traffic(30 * 1024, cap)   # inner body fits: fetched once per outer trip
+    above = traffic(34 * 1024, cap)   # no longer fits: fetched at the innermost level
+    assert below == pytest.approx(64 * 30 * 1024)
+    assert above == pytest.approx(64 * 100 * 64.0 if 64 * 100 * 64.0 > 64 * 34 * 1024 else 64 * 34 * 1024)
+    # everything fits: compulsory traffic only
+    assert traffic(1024, 1e9) == pytest.approx(64 * 1024)
+
+
+def test_block_estimate_steps_at_l1_and_l2_size():
+    """A streaming block whose per-unit tile crosses L1 then L2: traffic moves to the slower level."""
+    hw = cpu(cores=1, vector_bits=512, peak=1e6)  # huge peak: memory-bound
+
+    def est(tile_bytes):
+        inner_reuse = 64  # the tile is swept 64 times
+        # one execution of each loop: the parallel loop, one reuse loop
+        # and one sweep all touch the whole tile; a point touches 64 bytes
+        fps = (tile_bytes * 1.0, tile_bytes * 1.0, tile_bytes * 1.0, 64.0)
+        blk = BlockSummary(name="b", region=0,
+                           loops=(Loop(1, "parallel"), Loop(inner_reuse, "serial"), Loop(int(tile_bytes // 64), "serial")),
+                           work_points=inner_reuse * tile_bytes / 4, useful_points=inner_reuse * tile_bytes / 4,
+                           ops_per_point=0.0, vector_extent=16, dtype_bits=32,
+                           accesses=(Access("A", "global", 32, False, tile_bytes, fps),))
+        prog = ProgramSummary("cpu", (Region(0, 1, 1, 0.0, 0.0, (blk,)),), 0, {"A": tile_bytes})
+        return estimate(prog, hw)
+
+    fits_l1 = est(16 * 1024).regions[0]
+    over_l1 = est(64 * 1024).regions[0]
+    over_l2 = est(2 * 1024 * 1024).regions[0]
+    # fits in L1: 64 sweeps are served by L1, only the first pass comes from L2
+    assert fits_l1.bound == "memory:L1"
+    assert over_l1.bound == "memory:L2"
+    assert over_l2.bound == "memory:L3"
+    # time per byte swept rises at each cliff: 1/400 -> 1/200 -> 1/100 GB/s
+    # (unit time, overhead excluded, over the 64 sweeps' bytes)
+    per_byte = [r.unit_s / (64 * 16 * 1024 * m) for r, m in ((fits_l1, 1), (over_l1, 4), (over_l2, 128))]
+    assert per_byte[0] == pytest.approx(1 / 400e9)
+    assert per_byte[1] == pytest.approx(1 / 200e9)
+    assert per_byte[2] == pytest.approx(1 / 100e9)
+
+
+# -------------------------------------------------------------- roofline
+
+def test_roofline_kink_between_compute_and_memory_bound():
+    bw = {"DRAM": 10e9}
+    # 1 GFLOP at 100 GFLOP/s = 10 ms; 50 MB at 10 GB/s = 5 ms -> compute-bound
+    c, m, bound = roofline_time(1e9, 100e9, {"DRAM": 50e6}, bw)
+    assert (c, m, bound) == (pytest.approx(0.01), pytest.approx(0.005), "compute")
+    # 200 MB -> 20 ms: memory-bound; time is the max, not the sum
+    c, m, bound = roofline_time(1e9, 100e9, {"DRAM": 200e6}, bw)
+    assert bound == "memory:DRAM" and max(c, m) == pytest.approx(0.02)
+    # the kink: arithmetic intensity = peak / bandwidth = 10 FLOP/byte
+    c, m, _ = roofline_time(1e9, 100e9, {"DRAM": 100e6}, bw)
+    assert c == pytest.approx(m)
+
+
+def test_roofline_bound():
+    hw = cpu(peak=100.0)
+    assert roofline_bound_s(1e9, 1e6, hw) == pytest.approx(0.01)
+    assert roofline_bound_s(1e3, 2e9, hw) == pytest.approx(0.1)
+
+
+# -------------------------------------------------------------- occupancy
+
+def test_gpu_occupancy_limits():
+    hw = HardwareSpec.from_preset("h200")
+    # 256 threads, no smem, 32 regs: 2048/256 = 8 blocks by threads
+    assert gpu_blocks_per_sm(256, 0, 32, hw) == (8, "threads")
+    # 100 KiB shared memory per block: 228/100 = 2 blocks
+    assert gpu_blocks_per_sm(128, 100 * 1024, 32, hw) == (2, "shared_memory")
+    # 128 regs x 256 threads = 32768 -> 2 blocks by registers
+    assert gpu_blocks_per_sm(256, 0, 128, hw) == (2, "registers")
+    # registers alone never prevent a launch (the compiler spills)
+    assert gpu_blocks_per_sm(1024, 0, 255, hw) == (1, "registers")
+    # too much shared memory for one block: cannot launch
+    assert gpu_blocks_per_sm(128, 300 * 1024, 32, hw)[0] == 0
+    assert gpu_blocks_per_sm(2048, 0, 32, hw)[0] == 0
+
+
+def test_compute_bound_block_time_by_hand():
+    """One parallel region, 8 units on 4 cores, vectorized 8 of 16 lanes."""
+    hw = cpu(cores=4, vector_bits=512, peak=400.0)
+    blk = BlockSummary(name="mm", region=0, loops=(Loop(8, "parallel"), Loop(1000, "serial"), Loop(8, "vectorized")),
+                       work_points=64000, useful_points=64000, ops_per_point=2.0, vector_extent=8, dtype_bits=32,
+                       accesses=())
+    prog = ProgramSummary("cpu", (Region(0, 8, 1, 0.0, 0.0, (blk,)),), 0, {})
+    e = estimate(prog, hw)
+    r = e.regions[0]
+    # per unit 16000 FLOP at (100 GFLOP/s per core x 0.5 lanes) = 0.32 us; 2 waves
+    assert r.waves == 2 and r.lane_efficiency == 0.5
+    assert r.compute_s == pytest.approx(16000 / 50e9)
+    assert e.latency_s == pytest.approx(5e-6 + 2 * 16000 / 50e9)
+    assert math.isclose(e.flops, 128000)
+
+
+def test_estimate_refuses_mismatched_hardware():
+    prog = ProgramSummary("gpu", (), 0, {})
+    with pytest.raises(ValueError, match="cannot be estimated"):
+        estimate(prog, cpu())

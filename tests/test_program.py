@@ -1,0 +1,108 @@
+"""Program summaries on real TVM schedules, CPU and CUDA (no GPU needed)."""
+
+import pytest
+import tvm
+from tvm import te
+
+from tvm_latmodel.hardware import HardwareSpec
+from tvm_latmodel.modes import estimate
+from tvm_latmodel.program import SummaryError, summarize
+from tvm_latmodel.sampling import sample_schedules
+from tvm_latmodel.targets import cuda_target
+from tvm_latmodel.workloads import RECORDED_WORKLOADS, get_workload
+
+CPU = tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 4})
+GPU = cuda_target("h200")
+
+
+def _matmul(n=64, m=64, k=64):
+    a = te.placeholder((n, k), name="A")
+    b = te.placeholder((k, m), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    c = te.compute((n, m), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")
+    return tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+
+
+def test_hand_schedule_numbers():
+    """Split, parallel and vectorize a 64x64x64 matmul by hand and check every number."""
+    sch = tvm.s_tir.Schedule(_matmul())
+    blk = sch.get_sblock("C")
+    i, j, k = sch.get_loops(blk)
+    i0, i1 = sch.split(i, [8, 8])
+    j0, j1 = sch.split(j, [4, 16])
+    sch.reorder(i0, j0, i1, k, j1)
+    sch.parallel(i0)
+    sch.vectorize(j1)
+    ps = summarize(sch.mod, "cpu")
+    assert len(ps.regions) == 1
+    region = ps.regions[0]
+    assert region.units == 8
+    (b,) = region.blocks
+    assert b.vector_extent == 16
+    assert b.useful_points == 64 * 64 * 64 and b.work_points == 64 * 64 * 64
+    assert ps.flops == 2 * 64**3
+    assert [lp.kind for lp in b.loops] == ["parallel", "serial", "serial", "serial", "vectorized"]
+    fp = {a.buffer: a.footprint_bytes for a in b.accesses if not a.is_write}
+    # one point: 4 bytes of A and of B; one vectorized j1 loop: 16 floats of B, 1 of A
+    assert fp["A"][-1] == 4 and fp["B"][-1] == 4
+    assert fp["B"][4] == 16 * 4 and fp["A"][4] == 4
+    # one k loop (all of k, one i1, 16 j): A row 64 floats, B 64x16 panel
+    assert fp["A"][3] == 64 * 4 and fp["B"][3] == 64 * 16 * 4
+    # whole program: the buffers
+    assert fp["A"][0] == 64 * 64 * 4 and fp["B"][0] == 64 * 64 * 4
+    assert ps.unique_bytes == 3 * 64 * 64 * 4
+
+
+def test_padded_work_from_non_divisible_split():
+    sch = tvm.s_tir.Schedule(_matmul(60, 64, 64))
+    i, j, k = sch.get_loops(sch.get_sblock("C"))
+    sch.split(i, [None, 16])  # 4 x 16 = 64 iterations over 60 rows
+    ps = summarize(sch.mod, "cpu")
+    b = ps.blocks[0]
+    assert b.work_points / b.useful_points == pytest.approx(64 / 60)
+
+
+def test_no_loops_is_a_serial_region():
+    a = te.placeholder((), name="a")
+    b = te.compute((), lambda: a[()] + 1.0, name="b")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, b])})
+    ps = summarize(mod, "cpu")
+    assert ps.regions[0].index == -1 and ps.flops == 1
+    est = estimate(ps, HardwareSpec.from_target(CPU))
+    assert 0 < est.latency_s < 1e-5
+
+
+def test_cuda_schedule_without_thread_binding_is_refused():
+    sch = tvm.s_tir.Schedule(_matmul())
+    with pytest.raises(SummaryError, match="without thread bindings"):
+        summarize(sch.mod, "gpu")
+
+
+def test_bad_target_kind():
+    with pytest.raises(ValueError, match="target_kind"):
+        summarize(_matmul(), "tpu")
+    with pytest.raises(ValueError, match="no hardware model for target kind 'c'"):
+        HardwareSpec.from_target(tvm.target.Target({"kind": "c"}))
+
+
+@pytest.mark.parametrize("name", RECORDED_WORKLOADS + ["R18:1"])
+def test_every_workload_family_cpu_and_cuda(name):
+    """One sampled schedule of each te_workload family (its smallest shape), for llvm and for cuda."""
+    mod = get_workload(name)
+    flops = tvm.s_tir.analysis.estimate_tir_flops(mod)
+    for target, kind in ((CPU, "cpu"), (GPU, "gpu")):
+        # some CUDA spaces (DEP) pass VerifyGPUCode in ~1% of draws
+        (sch,) = sample_schedules(mod, target, 1, seed=3, max_failures=3000)
+        ps = summarize(sch.mod, kind)
+        hw = HardwareSpec.from_target(target)
+        est = estimate(ps, hw)
+        assert est.latency_s > 0 and est.latency_s < 10
+        assert all(r.units >= 1 for r in ps.regions)
+        if kind == "gpu":
+            assert all(r.threads_per_unit >= 1 for r in ps.regions)
+        # our FLOP count follows TVM's own estimate of the unscheduled
+        # workload; it weighs a transcendental (exp in softmax) as 8
+        # operations where TVM counts 1, and a GPU softmax that inlines exp
+        # into two blocks computes it twice
+        if flops > 0:
+            assert 0.5 < ps.flops / flops < 8, (name, kind, ps.flops, flops)

@@ -1,0 +1,331 @@
+"""HardwareSpec: what the analytical model needs to know about a machine.
+
+A spec is plain, frozen data. It is built three ways:
+
+* :meth:`HardwareSpec.from_target` for an LLVM CPU target (vector lanes from
+  the target's ``mcpu`` features, cores from ``num-cores``, cache sizes read
+  from the host when the target is the host) or a CUDA target (a GPU preset,
+  chosen by ``arch`` or by name);
+* :meth:`HardwareSpec.load` from a JSON file (what ``tvm-latmodel calibrate``
+  writes);
+* :func:`tvm_latmodel.calibrate.calibrate_host`, which times small TVM-built
+  kernels on this machine.
+
+Units ride in the names: ``*_bytes``, ``*_gbps`` (10^9 bytes per second),
+``*_gflops`` (10^9 FLOP per second), ``*_s`` (seconds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+
+from . import __version__
+
+SPEC_FORMAT = "tvm-latmodel-hardware"
+SPEC_FORMAT_VERSION = 1
+
+
+def _load_presets() -> dict[str, dict]:
+    out = {}
+    folder = resources.files("tvm_latmodel") / "hardware_presets"
+    for entry in folder.iterdir():
+        if entry.name.endswith(".json"):
+            data = json.loads(entry.read_text())
+            out[data["key"]] = data
+    return out
+
+
+#: GPU presets by short name (``h200``, ``h100``, ``a100``, ``v100``, ``t4``,
+#: ``rtx4090``, ``orin``): versioned JSON data with a source for each number.
+GPU_PRESETS: dict[str, dict] = _load_presets()
+
+
+@dataclass(frozen=True)
+class MemoryLevel:
+    """One level of the memory hierarchy.
+
+    Parameters
+    ----------
+    name : str
+        ``L1``, ``L2``, ``L3``, ``DRAM`` (CPU) or ``shared``, ``L2``, ``DRAM`` (GPU).
+    size_bytes : float
+        Capacity. For a private level (``shared=False``) this is the capacity
+        of one parallel unit's slot (one core's L1, one SM's shared memory);
+        for a shared level it is the whole cache, split among the concurrent
+        units when a footprint is compared with it.
+    bandwidth_gbps : float
+        Aggregate bandwidth of the whole machine streaming from this level
+        with every parallel unit busy, in GB/s.
+    shared : bool
+        Whether all parallel units share the level.
+    """
+
+    name: str
+    size_bytes: float
+    bandwidth_gbps: float
+    shared: bool = False
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """A frozen description of one machine.
+
+    Parameters
+    ----------
+    name : str
+        Human-readable name.
+    kind : {"cpu", "gpu"}
+    parallel_units : int
+        CPU cores, or GPU streaming multiprocessors.
+    vector_bits : int
+        CPU SIMD register width (128 SSE/NEON, 256 AVX2, 512 AVX-512); 32 x 32
+        on a GPU (a warp of 32 FP32 lanes).
+    peak_gflops : float
+        Peak FP32 FLOP/s of the whole machine, in GFLOP/s.
+    memory : tuple of MemoryLevel
+        Fastest first; the last level is DRAM/HBM and must be large.
+    launch_overhead_s : float
+        Fixed cost of one kernel launch / parallel region.
+    max_threads_per_sm, max_blocks_per_sm, registers_per_sm,
+    shared_memory_per_sm_bytes, max_shared_memory_per_block_bytes : int
+        GPU occupancy limits (zero on a CPU).
+    source : str
+        Where the numbers came from (``preset:h200``, ``host``, ``calibrated``, a file).
+    """
+
+    name: str
+    kind: str
+    parallel_units: int
+    vector_bits: int
+    peak_gflops: float
+    memory: tuple[MemoryLevel, ...]
+    launch_overhead_s: float
+    max_threads_per_sm: int = 0
+    max_blocks_per_sm: int = 0
+    registers_per_sm: int = 0
+    shared_memory_per_sm_bytes: int = 0
+    max_shared_memory_per_block_bytes: int = 0
+    source: str = ""
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self):
+        if self.kind not in ("cpu", "gpu"):
+            raise ValueError(f"HardwareSpec.kind must be 'cpu' or 'gpu', got {self.kind!r}")
+        if self.parallel_units < 1:
+            raise ValueError(f"HardwareSpec.parallel_units must be >= 1, got {self.parallel_units}")
+        if self.peak_gflops <= 0:
+            raise ValueError(f"HardwareSpec.peak_gflops must be > 0, got {self.peak_gflops}")
+        if not self.memory:
+            raise ValueError("HardwareSpec.memory needs at least one level (DRAM)")
+        for level in self.memory:
+            if level.size_bytes <= 0 or level.bandwidth_gbps <= 0:
+                raise ValueError(f"memory level {level.name} needs positive size and bandwidth")
+
+    # ------------------------------------------------------------------ lanes
+    def lanes(self, dtype_bits: int = 32) -> int:
+        """Vector lanes for elements of ``dtype_bits`` bits (a warp on GPU)."""
+        if self.kind == "gpu":
+            return 32
+        return max(1, self.vector_bits // max(8, dtype_bits))
+
+    # ----------------------------------------------------------- constructors
+    @staticmethod
+    def from_target(target) -> "HardwareSpec":
+        """Build a spec for a TVM target.
+
+        LLVM: the vector width comes from the target's CPU features
+        (``avx512f`` → 512 bits, ``avx``/``avx2`` → 256, else 128); cores
+        from ``num-cores`` (else the host's physical cores); cache sizes and
+        frequency from the host when ``mcpu`` is the host CPU, otherwise
+        common defaults (32 KiB L1, 1 MiB L2, 32 MiB L3). CUDA: the preset
+        named by the target's ``arch`` (sm_90 → H200, sm_80 → A100,
+        sm_70 → V100, sm_75 → T4, sm_89 → RTX 4090, sm_87 → Orin).
+
+        Raises
+        ------
+        ValueError
+            For a target kind the model does not know (only ``llvm`` and ``cuda``).
+        """
+        import tvm
+
+        if isinstance(target, (str, dict)):
+            target = tvm.target.Target(target)
+        kind = target.kind.name
+        if kind == "llvm":
+            return _cpu_spec_from_target(target)
+        if kind == "cuda":
+            arch = str(target.attrs.get("arch", "sm_90"))
+            key = _ARCH_TO_PRESET.get(arch)
+            if key is None:
+                raise ValueError(
+                    f"no GPU preset for CUDA arch {arch!r}; known arches: "
+                    f"{', '.join(sorted(_ARCH_TO_PRESET))}. Write a spec JSON "
+                    "(see HardwareSpec.save) and pass it instead."
+                )
+            return HardwareSpec.from_preset(key)
+        raise ValueError(
+            f"tvm-latmodel has no hardware model for target kind {kind!r} "
+            "(supported: 'llvm' CPUs and 'cuda' GPUs)"
+        )
+
+    @staticmethod
+    def from_preset(key: str) -> "HardwareSpec":
+        """A GPU spec from the presets (``h200``, ``a100``, ...)."""
+        if key not in GPU_PRESETS:
+            raise ValueError(f"unknown GPU preset {key!r}; known: {', '.join(sorted(GPU_PRESETS))}")
+        p = GPU_PRESETS[key]
+        sms = int(p["sms"])
+        return HardwareSpec(
+            name=p["name"],
+            kind="gpu",
+            parallel_units=sms,
+            vector_bits=32 * 32,
+            peak_gflops=float(p["peak_fp32_gflops"]),
+            memory=(
+                MemoryLevel("shared", float(p["shared_memory_per_sm_bytes"]), float(p["smem_bandwidth_gbps"])),
+                MemoryLevel("L2", float(p["l2_bytes"]), float(p["l2_bandwidth_gbps"]), shared=True),
+                MemoryLevel("DRAM", float(p["dram_bytes"]), float(p["dram_bandwidth_gbps"]), shared=True),
+            ),
+            launch_overhead_s=float(p["launch_overhead_s"]),
+            max_threads_per_sm=int(p["max_threads_per_sm"]),
+            max_blocks_per_sm=int(p["max_blocks_per_sm"]),
+            registers_per_sm=int(p["registers_per_sm"]),
+            shared_memory_per_sm_bytes=int(p["shared_memory_per_sm_bytes"]),
+            max_shared_memory_per_block_bytes=int(p["max_shared_memory_per_block_bytes"]),
+            source=f"preset:{key}",
+            extra={"arch": p["arch"]},
+        )
+
+    # ----------------------------------------------------------- persistence
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["memory"] = [dataclasses.asdict(m) for m in self.memory]
+        return {"format": SPEC_FORMAT, "format_version": SPEC_FORMAT_VERSION,
+                "package_version": __version__, "spec": d}
+
+    @staticmethod
+    def from_dict(data: dict, origin: str = "<dict>") -> "HardwareSpec":
+        if not isinstance(data, dict) or data.get("format") != SPEC_FORMAT:
+            raise ValueError(f"{origin}: not a tvm-latmodel hardware spec (no format={SPEC_FORMAT!r})")
+        if data.get("format_version") != SPEC_FORMAT_VERSION:
+            raise ValueError(
+                f"{origin}: hardware spec format version {data.get('format_version')!r} "
+                f"is not the supported version {SPEC_FORMAT_VERSION}"
+            )
+        try:
+            d = dict(data["spec"])
+            d["memory"] = tuple(MemoryLevel(**m) for m in d["memory"])
+            return HardwareSpec(**d)
+        except KeyError as err:
+            raise ValueError(f"{origin}: bad hardware spec: missing field {err}") from None
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{origin}: bad hardware spec: {err}") from None
+
+    def save(self, path: str) -> None:
+        with open(path, "w") as f:
+            json.dump(self.to_dict(), f, indent=1)
+
+    @staticmethod
+    def load(path: str) -> "HardwareSpec":
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path}: not JSON: {err}") from None
+        return HardwareSpec.from_dict(data, origin=path)
+
+
+_ARCH_TO_PRESET = {"sm_90": "h200", "sm_90a": "h200", "sm_80": "a100", "sm_70": "v100",
+                   "sm_75": "t4", "sm_89": "rtx4090", "sm_87": "orin"}
+
+# Bytes per cycle per core each level can deliver to a core, typical of
+# current x86 cores (two 32-byte loads per cycle from L1 with AVX2, half that
+# from L2, a quarter from L3). Calibration replaces these with measurements.
+_CPU_BYTES_PER_CYCLE = {"L1": 64.0, "L2": 32.0, "L3": 16.0}
+_DEFAULT_DRAM_GBPS_PER_CORE = 10.0
+_DEFAULT_FREQ_GHZ = 3.0
+# A TVM parallel region (thread-pool wake-up and join) plus the packed call.
+_CPU_LAUNCH_OVERHEAD_S = 4e-6
+
+
+def _host_caches() -> dict[str, tuple[float, bool]]:
+    """{"L1": (bytes, shared)} from Linux sysfs, data/unified caches only."""
+    out = {}
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in sorted(os.listdir(base)):
+            if not entry.startswith("index"):
+                continue
+            p = os.path.join(base, entry)
+            ctype = open(os.path.join(p, "type")).read().strip()
+            if ctype == "Instruction":
+                continue
+            level = int(open(os.path.join(p, "level")).read().strip())
+            size = open(os.path.join(p, "size")).read().strip()
+            mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(size[-1], 1)
+            nbytes = float(size.rstrip("KMG")) * mult
+            shared_list = open(os.path.join(p, "shared_cpu_list")).read().strip()
+            shared = ("-" in shared_list) or ("," in shared_list)
+            out[f"L{level}"] = (nbytes, shared)
+    except OSError:
+        return {}
+    return out
+
+
+def _host_freq_ghz() -> float:
+    try:
+        import psutil
+
+        freq = psutil.cpu_freq()
+        if freq is not None and freq.max and freq.max > 100:
+            return freq.max / 1000.0
+        if freq is not None and freq.current and freq.current > 100:
+            return freq.current / 1000.0
+    except Exception:  # psutil may not know the frequency in a VM
+        pass
+    return _DEFAULT_FREQ_GHZ
+
+
+def _cpu_spec_from_target(target) -> "HardwareSpec":
+    import psutil
+    import tvm
+
+    mcpu = target.attrs.get("mcpu")
+    mcpu = str(mcpu) if mcpu is not None else ""
+    has = tvm.target.codegen.target_has_features
+    if has("avx512f", target):
+        vector_bits = 512
+    elif has("avx2", target) or has("avx", target):
+        vector_bits = 256
+    else:
+        vector_bits = 128  # SSE2 (x86-64 baseline) or NEON
+    cores = target.attrs.get("num-cores")
+    cores = int(cores) if cores is not None else int(psutil.cpu_count(logical=False) or 1)
+    is_host = bool(mcpu) and mcpu == tvm.target.codegen.llvm_get_system_cpu()
+    caches = _host_caches() if is_host else {}
+    if not caches:
+        caches = {"L1": (32 * 1024.0, False), "L2": (1024 * 1024.0, False), "L3": (32 * 1024**2, True)}
+    freq = _host_freq_ghz() if is_host else _DEFAULT_FREQ_GHZ
+    levels = []
+    for name in ("L1", "L2", "L3"):
+        if name in caches:
+            size, shared = caches[name]
+            levels.append(MemoryLevel(name, size, _CPU_BYTES_PER_CYCLE[name] * freq * cores, shared))
+    levels.append(MemoryLevel("DRAM", 1e12, _DEFAULT_DRAM_GBPS_PER_CORE * cores, shared=True))
+    # Two FMA pipes per core, each (vector_bits / 32) FP32 lanes, 2 FLOP per FMA.
+    peak = cores * freq * 2 * (vector_bits // 32) * 2
+    return HardwareSpec(
+        name=f"{mcpu or 'generic'} x{cores}",
+        kind="cpu",
+        parallel_units=cores,
+        vector_bits=vector_bits,
+        peak_gflops=peak,
+        memory=tuple(levels),
+        launch_overhead_s=_CPU_LAUNCH_OVERHEAD_S,
+        source="host" if is_host else "defaults",
+        extra={"mcpu": mcpu, "freq_ghz": freq},
+    )

@@ -1,0 +1,350 @@
+"""The analytical latency model: pure functions of (summary, hardware).
+
+Each non-linear "mode" of kernel latency is one small function with its
+formula beside it, so that each can be tested on a hand-computed case and
+named in ``tvm-latmodel explain``:
+
+* **wave quantization** (:func:`wave_quantization`): ``units`` parallel work
+  items run ``concurrent`` at a time, so time grows as
+  ``waves = ceil(units / concurrent)`` — a staircase.
+* **vector / lane quantization** (:func:`lane_efficiency`): a vector of
+  ``extent`` elements on ``lanes``-wide hardware uses
+  ``extent / (ceil(extent / lanes) * lanes)`` of it.
+* **tile quantization** (:func:`padded_work_ratio`): a tile that does not
+  divide its loop, or a compute-at halo, executes
+  ``work_points / useful_points`` times the useful iterations.
+* **regime** (:func:`roofline_time`): a unit is compute-bound or
+  memory-bound, ``time = max(flops / flop_rate, max_level bytes / bandwidth)``;
+* **cache-capacity cliffs** (:func:`cache_traffic_bytes`): the bytes a
+  level must fetch from the next one jump when a loop body's footprint stops
+  fitting in it.
+* **occupancy** (GPU, :func:`gpu_blocks_per_sm`): resident blocks per SM from
+  threads, registers and shared memory, deciding the concurrent units.
+* **overhead**: a fixed cost per parallel region / kernel launch.
+
+No TVM object enters this module: inputs are a
+:class:`~tvm_latmodel.program.ProgramSummary` (plain numbers) and a
+:class:`~tvm_latmodel.hardware.HardwareSpec`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .hardware import HardwareSpec
+from .program import BlockSummary, ProgramSummary, Region
+
+# Registers a CPU core keeps a tile in: 16 architectural vector registers.
+CPU_VECTOR_REGISTERS = 16
+# A serial (non-parallel) region still pays a call, but no thread-pool wake-up.
+SERIAL_OVERHEAD_FRACTION = 0.25
+# Warps per SM needed to hide arithmetic and memory latency (4 schedulers x 4).
+GPU_WARPS_TO_HIDE_LATENCY = 16
+# Registers per thread a kernel needs besides its local (register) tile.
+GPU_BASE_REGISTERS = 32
+GPU_MAX_REGISTERS_PER_THREAD = 255
+# A schedule that cannot launch (too many threads, registers or shared memory).
+INFEASIBLE_LATENCY_S = 1.0e3
+
+
+# --------------------------------------------------------------- the modes
+
+
+def wave_quantization(units: int, concurrent: int) -> tuple[int, float]:
+    """Parallel-wave quantization.
+
+    ``waves = ceil(units / concurrent)``;
+    ``wave_efficiency = units / (waves * concurrent)`` (1.0 when units fill
+    every wave). Zero units is zero waves with efficiency 1.0.
+    """
+    if concurrent < 1:
+        raise ValueError(f"concurrent units must be >= 1, got {concurrent}")
+    if units <= 0:
+        return 0, 1.0
+    waves = -(-units // concurrent)
+    return waves, units / (waves * concurrent)
+
+
+def lane_efficiency(vector_extent: int, lanes: int) -> float:
+    """Fraction of the vector lanes doing useful work.
+
+    ``vector_extent / (ceil(vector_extent / lanes) * lanes)``; a loop that is
+    not vectorized (extent 0 or 1) runs scalar code: ``1 / lanes``.
+    Examples on AVX-512 FP32 (16 lanes): 4 → 0.25, 16 → 1.0, 24 → 0.75.
+    """
+    if lanes < 1:
+        raise ValueError(f"lanes must be >= 1, got {lanes}")
+    if vector_extent <= 1:
+        return 1.0 / lanes
+    return vector_extent / (-(-vector_extent // lanes) * lanes)
+
+
+def padded_work_ratio(work_points: float, useful_points: float) -> float:
+    """Tile quantization: executed over useful iterations (>= 1).
+
+    ``work_points / useful_points``; loops that over-cover a dimension
+    (non-divisible tiles, predicated tails) or recompute a halo at each
+    compute-at point make it exceed 1.
+    """
+    if useful_points <= 0:
+        return 1.0
+    return max(1.0, work_points / useful_points)
+
+
+def cache_traffic_bytes(footprints: list[float], trips: list[float], capacity_bytes: float,
+                        first_level: int = 0) -> float:
+    """Bytes a cache of ``capacity_bytes`` fetches from the next level.
+
+    ``footprints[k]`` is the bytes one whole execution of loop ``k`` (all its
+    iterations) touches, ``footprints[depth]`` one point, and ``trips[k]``
+    how often loop ``k`` is executed. The cache keeps the outermost loop
+    (``k >= first_level``) whose footprint fits, so
+    ``traffic = trips[k*] * footprints[k*]`` with
+    ``k* = min{k >= first_level : footprints[k] <= capacity}`` (the innermost
+    level if nothing fits). Crossing the capacity moves ``k*`` inward: the
+    cache-capacity cliff. Never less than the compulsory
+    ``footprints[0]`` (every byte at least once).
+    """
+    if not footprints:
+        return 0.0
+    chosen = len(footprints) - 1
+    for k in range(first_level, len(footprints)):
+        if footprints[k] <= capacity_bytes:
+            chosen = k
+            break
+    return max(footprints[0], trips[chosen] * footprints[chosen])
+
+
+def roofline_time(flops: float, flop_rate: float, bytes_by_level: dict, bandwidth_by_level: dict) -> tuple[float, float, str]:
+    """Compute-versus-memory regime of one unit.
+
+    ``compute_s = flops / flop_rate``; ``memory_s = max_l bytes_l / bandwidth_l``;
+    the unit takes ``max(compute_s, memory_s)``. Returns
+    ``(compute_s, memory_s, bound)`` where ``bound`` names the limiting
+    resource (``compute`` or the memory level).
+    """
+    compute_s = flops / flop_rate if flops > 0 else 0.0
+    memory_s, level = 0.0, None
+    for name, nbytes in bytes_by_level.items():
+        t = nbytes / bandwidth_by_level[name] if nbytes > 0 else 0.0
+        if t > memory_s:
+            memory_s, level = t, name
+    if compute_s >= memory_s:
+        return compute_s, memory_s, "compute"
+    return compute_s, memory_s, f"memory:{level}"
+
+
+def gpu_blocks_per_sm(threads_per_block: int, shared_bytes_per_block: float, registers_per_thread: int,
+                      hw: HardwareSpec) -> tuple[int, str]:
+    """Occupancy: resident thread blocks per SM and the limiting resource.
+
+    ``min(max_blocks_per_sm, floor(max_threads_per_sm / warp_threads),
+    floor(smem_per_sm / smem_per_block), floor(regs_per_sm / (regs_per_thread
+    * warp_threads)))`` with ``warp_threads`` the threads rounded up to 32;
+    the register limit is at least 1 (the compiler spills instead). Zero
+    means the block cannot launch at all (over 1024 threads, or more shared
+    memory than one block may have).
+    """
+    warp_threads = max(32, -(-threads_per_block // 32) * 32)
+    limits = {"blocks": hw.max_blocks_per_sm, "threads": hw.max_threads_per_sm // warp_threads}
+    if threads_per_block > 1024:
+        limits["threads"] = 0
+    if shared_bytes_per_block > 0:
+        if shared_bytes_per_block > hw.max_shared_memory_per_block_bytes:
+            limits["shared_memory"] = 0
+        else:
+            limits["shared_memory"] = int(hw.shared_memory_per_sm_bytes // shared_bytes_per_block)
+    # Registers never stop a launch: the compiler caps them per thread
+    # (spilling to local memory) so that one block fits.
+    limits["registers"] = max(1, hw.registers_per_sm // (registers_per_thread * warp_threads))
+    name = min(limits, key=lambda k: limits[k])
+    return int(limits[name]), name
+
+
+def roofline_bound_s(flops: float, unique_bytes: float, hw: HardwareSpec) -> float:
+    """The best any schedule could do: ``max(flops / peak, bytes / DRAM bandwidth)``."""
+    dram = hw.memory[-1].bandwidth_gbps * 1e9
+    return max(flops / (hw.peak_gflops * 1e9), unique_bytes / dram)
+
+
+# ----------------------------------------------------------- the estimate
+
+
+@dataclass
+class RegionTerms:
+    """Every term of one region's estimate (what ``explain`` prints)."""
+
+    index: int
+    units: int
+    concurrent_units: int
+    waves: int
+    wave_efficiency: float
+    lane_efficiency: float
+    padded_work_ratio: float
+    flops_per_unit: float
+    bytes_per_unit: dict
+    compute_s: float
+    memory_s: float
+    bound: str
+    unit_s: float
+    overhead_s: float
+    latency_s: float
+    occupancy: dict = field(default_factory=dict)
+
+
+@dataclass
+class Estimate:
+    """The analytical estimate of one program and its named terms."""
+
+    latency_s: float
+    regions: list[RegionTerms]
+    flops: float
+    roofline_bound_s: float
+
+    def terms(self) -> dict:
+        """Flat numeric terms (summed or flop-weighted over regions): the
+        residual model's analytical features and ``explain``'s summary."""
+        rs = self.regions
+        total = sum(r.latency_s for r in rs) or 1.0
+        w = [r.latency_s / total for r in rs]
+        return {
+            "latency_s": self.latency_s,
+            "waves": float(sum(r.waves for r in rs)),
+            "wave_efficiency": sum(wi * r.wave_efficiency for wi, r in zip(w, rs)),
+            "lane_efficiency": sum(wi * r.lane_efficiency for wi, r in zip(w, rs)),
+            "padded_work_ratio": sum(wi * r.padded_work_ratio for wi, r in zip(w, rs)),
+            "compute_s": sum(r.waves * r.compute_s for r in rs),
+            "memory_s": sum(r.waves * r.memory_s for r in rs),
+            "overhead_s": sum(r.overhead_s for r in rs),
+            "memory_bound_fraction": sum(wi for wi, r in zip(w, rs) if r.bound != "compute"),
+            "regions": float(len(rs)),
+            "units": float(max((r.units for r in rs), default=0)),
+            "roofline_fraction": self.roofline_bound_s / self.latency_s if self.latency_s > 0 else 0.0,
+        }
+
+
+def _levels(hw: HardwareSpec, concurrent: int, gpu: bool):
+    """(capacity_per_unit_bytes, server_name, server_bandwidth_per_unit) of each cache."""
+    out = []
+    mem = hw.memory
+    if gpu:
+        # Global accesses: a block's tile is held in L1/shared per block, then
+        # in its share of L2; L2 serves the first, DRAM the second.
+        shared, l2, dram = mem[0], mem[1], mem[2]
+        per_sm_blocks = max(1, concurrent // hw.parallel_units)
+        out.append((shared.size_bytes / per_sm_blocks, l2.name, l2.bandwidth_gbps * 1e9 / concurrent))
+        out.append((l2.size_bytes / concurrent, dram.name, dram.bandwidth_gbps * 1e9 / concurrent))
+        return out
+    regs = CPU_VECTOR_REGISTERS * hw.vector_bits / 8
+    caps = [regs] + [(m.size_bytes / concurrent if m.shared else m.size_bytes) for m in mem[:-1]]
+    for cap, server in zip(caps, mem):
+        out.append((cap, server.name, server.bandwidth_gbps * 1e9 / concurrent))
+    return out
+
+
+def _unit_level(block: BlockSummary, gpu: bool) -> int:
+    unit_kind = "blockIdx" if gpu else "parallel"
+    level = 0
+    for j, lp in enumerate(block.loops):
+        if lp.kind == unit_kind:
+            level = j + 1
+    return level
+
+
+def _region_terms(region: Region, hw: HardwareSpec) -> RegionTerms:
+    gpu = hw.kind == "gpu"
+    occupancy = {}
+    serial = region.index < 0
+    if gpu:
+        regs = min(GPU_MAX_REGISTERS_PER_THREAD, GPU_BASE_REGISTERS + int(region.local_bytes_per_thread // 4))
+        per_sm, limiter = gpu_blocks_per_sm(region.threads_per_unit, region.shared_bytes_per_unit, regs, hw)
+        warps = per_sm * max(1, -(-region.threads_per_unit // 32))
+        hiding = min(1.0, warps / GPU_WARPS_TO_HIDE_LATENCY)
+        occupancy = {"blocks_per_sm": per_sm, "limiter": limiter, "registers_per_thread": regs,
+                     "resident_warps": warps, "latency_hiding": hiding}
+        concurrent = max(1, per_sm * hw.parallel_units)
+        if per_sm == 0:
+            return _infeasible(region, occupancy, hw)
+    else:
+        concurrent = 1 if serial else hw.parallel_units
+    units = max(1, region.units)
+    waves, wave_eff = wave_quantization(units, concurrent)
+    levels = _levels(hw, concurrent, gpu)
+    peak_per_slot = hw.peak_gflops * 1e9 / (hw.parallel_units if not gpu else concurrent)
+
+    flops_time_weighted = 0.0
+    compute_s = 0.0
+    useful = work = 0.0
+    bytes_by_server: dict[str, float] = {}
+    bw_by_server: dict[str, float] = {}
+    lane_w = lane_sum = 0.0
+    for b in region.blocks:
+        lanes = hw.lanes(b.dtype_bits)
+        if gpu:
+            eff = lane_efficiency(region.threads_per_unit, 32) * occupancy["latency_hiding"]
+            if region.threads_per_unit <= 1:
+                eff = occupancy["latency_hiding"] / 32
+        else:
+            eff = lane_efficiency(b.vector_extent, lanes)
+        executed = b.work_points * b.ops_per_point
+        if executed > 0:
+            compute_s += executed / units / (peak_per_slot * eff)
+            lane_w += executed
+            lane_sum += executed * eff
+        useful += b.useful_points
+        work += b.work_points
+        flops_time_weighted += executed
+        first = _unit_level(b, gpu)
+        trips = [b.trips(k) for k in range(b.depth + 1)]
+        glob = [a for a in b.accesses if a.scope in ("global", "")]
+        if glob:
+            fps = [sum(a.footprint_bytes[k] for a in glob) for k in range(b.depth + 1)]
+            for cap, server, bw in levels:
+                bytes_by_server[server] = bytes_by_server.get(server, 0.0) + cache_traffic_bytes(fps, trips, cap, first) / units
+                bw_by_server[server] = bw
+        if gpu:
+            sh = [a for a in b.accesses if a.scope.startswith("shared")]
+            if sh:
+                nbytes = sum(a.footprint_bytes[-1] for a in sh) * b.work_points / units
+                smem = hw.memory[0]
+                bytes_by_server[smem.name] = bytes_by_server.get(smem.name, 0.0) + nbytes
+                bw_by_server[smem.name] = smem.bandwidth_gbps * 1e9 / concurrent
+    # compute_s already divides each block's flops by its own effective
+    # rate, so it enters the roofline as flops with a unit rate.
+    compute_s, memory_s, bound = roofline_time(compute_s, 1.0, bytes_by_server, bw_by_server)
+    unit_s = max(compute_s, memory_s)
+    overhead = hw.launch_overhead_s * (SERIAL_OVERHEAD_FRACTION if serial and not gpu else 1.0)
+    latency = overhead + waves * unit_s
+    return RegionTerms(
+        index=region.index, units=units, concurrent_units=concurrent, waves=waves,
+        wave_efficiency=wave_eff, lane_efficiency=(lane_sum / lane_w) if lane_w else 1.0,
+        padded_work_ratio=padded_work_ratio(work, useful), flops_per_unit=flops_time_weighted / units,
+        bytes_per_unit=bytes_by_server, compute_s=compute_s, memory_s=memory_s, bound=bound,
+        unit_s=unit_s, overhead_s=overhead, latency_s=latency, occupancy=occupancy)
+
+
+def _infeasible(region: Region, occupancy: dict, hw: HardwareSpec) -> RegionTerms:
+    """A kernel whose blocks cannot launch: ranked last, never crashes."""
+    return RegionTerms(
+        index=region.index, units=region.units, concurrent_units=0, waves=0, wave_efficiency=0.0,
+        lane_efficiency=0.0, padded_work_ratio=1.0, flops_per_unit=0.0, bytes_per_unit={}, compute_s=0.0,
+        memory_s=0.0, bound=f"infeasible:{occupancy['limiter']}", unit_s=0.0, overhead_s=hw.launch_overhead_s,
+        latency_s=INFEASIBLE_LATENCY_S, occupancy=occupancy)
+
+
+def estimate(summary: ProgramSummary, hw: HardwareSpec) -> Estimate:
+    """Analytical latency of a summarized program on ``hw``.
+
+    ``latency_s = sum over regions of (overhead_s + waves * unit_s)`` with
+    ``unit_s = max(compute_s, memory_s)`` of one unit (see the module doc).
+    """
+    if summary.target_kind != hw.kind:
+        raise ValueError(f"a {summary.target_kind} program cannot be estimated on {hw.kind} hardware ({hw.name})")
+    regions = [_region_terms(r, hw) for r in summary.regions]
+    latency = sum(r.latency_s for r in regions)
+    if not regions:
+        latency = hw.launch_overhead_s * SERIAL_OVERHEAD_FRACTION
+    flops = summary.flops
+    bound = roofline_bound_s(flops, summary.unique_bytes, hw)
+    return Estimate(latency_s=latency, regions=regions, flops=flops, roofline_bound_s=bound)

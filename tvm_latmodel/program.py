@@ -1,0 +1,485 @@
+"""Summarize a scheduled PrimFunc into plain numbers.
+
+The analytical model (:mod:`tvm_latmodel.modes`) never sees a TVM object: it
+reads a :class:`ProgramSummary`. This module is the edge that walks TVM's IR.
+
+What is summarized, per block (``T.sblock``) of the scheduled function:
+
+* ``work_points``: iterations the hardware executes (product of the
+  enclosing loop extents, threads included), and ``useful_points``: the
+  block's iteration domain. Their ratio is the padded / redundant work of
+  non-divisible tiles and of compute-at halos.
+* ``flops``: arithmetic operations of the block's store times its points.
+* the loop nest from the outside in (extent and kind of each loop), and for
+  every loop level the **footprint**: bytes of each buffer the block touches
+  in one whole execution of that loop, from interval arithmetic on the
+  block's read/write regions. The cache model of :mod:`modes` picks, for
+  each memory level, the outermost loop whose footprint fits.
+* parallelism: a *region* is one parallel loop nest on CPU (one TVM
+  parallel launch) or one kernel on GPU (its ``blockIdx`` loops). A region's
+  ``units`` are CPU parallel iterations or GPU thread blocks;
+  ``threads_per_unit`` is the product of ``threadIdx`` extents on GPU.
+* vectorized extent of the innermost vectorized loop; the auto-unroll step.
+
+The walk is plain Python over node attributes (TVM 0.27 has no Python
+statement visitor); expressions are compiled once into tuples and then
+evaluated in pure Python, so a 3x3 conv schedule summarizes in about 2 ms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import tvm
+
+# ----------------------------------------------------------------- data types
+
+
+@dataclass(frozen=True)
+class Access:
+    """One buffer a block reads or writes.
+
+    ``footprint_bytes[k]`` is what one whole execution of loop ``k``
+    (0 = outermost; all its iterations, outer loops fixed) touches;
+    ``footprint_bytes[depth]`` is one point.
+    """
+
+    buffer: str
+    scope: str
+    dtype_bits: int
+    is_write: bool
+    buffer_bytes: float
+    footprint_bytes: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Loop:
+    extent: int
+    kind: str  # serial, parallel, vectorized, unrolled, blockIdx, threadIdx, vthread
+
+
+@dataclass(frozen=True)
+class BlockSummary:
+    """Numbers of one block (one ``T.sblock`` statement) of the program."""
+
+    name: str
+    region: int
+    loops: tuple[Loop, ...]
+    work_points: float
+    useful_points: float
+    ops_per_point: float
+    vector_extent: int
+    dtype_bits: int
+    accesses: tuple[Access, ...]
+
+    @property
+    def flops(self) -> float:
+        """Useful floating-point operations (padded work excluded)."""
+        return self.useful_points * self.ops_per_point
+
+    @property
+    def depth(self) -> int:
+        return len(self.loops)
+
+    def trips(self, level: int) -> float:
+        """How many times loop ``level`` is executed (product of the outer extents)."""
+        t = 1.0
+        for loop in self.loops[:level]:
+            t *= loop.extent
+        return t
+
+
+@dataclass(frozen=True)
+class Region:
+    """One parallel launch (CPU parallel loop nest) or kernel (GPU).
+
+    ``units`` is the number of parallel work items (CPU parallel iterations,
+    GPU thread blocks); 1 for a serial region.
+    """
+
+    index: int
+    units: int
+    threads_per_unit: int
+    shared_bytes_per_unit: float
+    local_bytes_per_thread: float
+    blocks: tuple[BlockSummary, ...]
+
+
+@dataclass(frozen=True)
+class ProgramSummary:
+    """A scheduled PrimFunc, as plain numbers."""
+
+    target_kind: str  # "cpu" or "gpu"
+    regions: tuple[Region, ...]
+    unroll_max_step: int
+    buffer_bytes: dict = field(default_factory=dict)
+
+    @property
+    def flops(self) -> float:
+        return sum(b.flops for r in self.regions for b in r.blocks)
+
+    @property
+    def blocks(self) -> list[BlockSummary]:
+        return [b for r in self.regions for b in r.blocks]
+
+    @property
+    def unique_bytes(self) -> float:
+        """Bytes of the function's parameters and global intermediates."""
+        return float(sum(self.buffer_bytes.values()))
+
+
+class SummaryError(ValueError):
+    """The schedule cannot be summarized for this target (message says why)."""
+
+
+# ------------------------------------------------------- expression compiling
+# Expressions become nested tuples evaluated by _interval; unknown nodes
+# become ("unk",), meaning "anywhere in the dimension".
+
+_BIN = {"Add": "add", "Sub": "sub", "Mul": "mul", "FloorDiv": "div", "Div": "div",
+        "FloorMod": "mod", "Mod": "mod", "Min": "min", "Max": "max"}
+
+
+def _compile(expr, env: dict):
+    name = type(expr).__name__
+    if name == "IntImm":
+        return ("c", int(expr.value))
+    if name == "Var":
+        return env.get(expr, ("unk",))
+    op = _BIN.get(name)
+    if op is not None:
+        return (op, _compile(expr.a, env), _compile(expr.b, env))
+    if name == "Cast":
+        return _compile(expr.value, env)
+    return ("unk",)
+
+
+def _interval(node, ranges):
+    """(lo, hi) of a compiled expression; ``ranges[i]`` bounds loop var i."""
+    tag = node[0]
+    if tag == "v":
+        return ranges[node[1]]
+    if tag == "c":
+        return (node[1], node[1])
+    if tag == "unk":
+        return None
+    a = _interval(node[1], ranges)
+    b = _interval(node[2], ranges)
+    if a is None or b is None:
+        return None
+    if tag == "add":
+        return (a[0] + b[0], a[1] + b[1])
+    if tag == "sub":
+        return (a[0] - b[1], a[1] - b[0])
+    if tag == "mul":
+        c = (a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1])
+        return (min(c), max(c))
+    if tag == "div":
+        if b[0] == b[1] and b[0] > 0:
+            return (a[0] // b[0], a[1] // b[0])
+        return None
+    if tag == "mod":
+        if b[0] == b[1] and b[0] > 0:
+            if a[0] // b[0] == a[1] // b[0]:
+                return (a[0] % b[0], a[1] % b[0])
+            return (0, b[0] - 1)
+        return None
+    if tag == "min":
+        return (min(a[0], b[0]), min(a[1], b[1]))
+    if tag == "max":
+        return (max(a[0], b[0]), max(a[1], b[1]))
+    return None
+
+
+_OPS = {"Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "FloorDiv": 1, "Max": 1, "Min": 1, "Mod": 1, "FloorMod": 1}
+# Transcendentals (exp, log, tanh ...) cost several FLOP-equivalents.
+_CALL_OPS = 8
+
+
+def _count_ops(expr) -> float:
+    name = type(expr).__name__
+    if name in ("BufferLoad", "Var", "IntImm", "FloatImm", "StringImm"):
+        return 0.0
+    if name in _OPS:
+        return _OPS[name] + _count_ops(expr.a) + _count_ops(expr.b)
+    if name == "Cast":
+        return _count_ops(expr.value)
+    if name == "Select":
+        return 1 + _count_ops(expr.true_value) + _count_ops(expr.false_value)
+    if name == "Call":
+        op = str(expr.op.name) if hasattr(expr.op, "name") else ""
+        args = sum(_count_ops(a) for a in expr.args)
+        if op.endswith("if_then_else"):
+            return 1 + args
+        return _CALL_OPS + args
+    return 0.0
+
+
+_DTYPE_BITS: dict[str, int] = {}
+
+
+def _bits(dtype) -> int:
+    key = str(dtype)
+    bits = _DTYPE_BITS.get(key)
+    if bits is None:
+        bits = tvm.runtime.DataType(key).bits
+        _DTYPE_BITS[key] = bits
+    return bits
+
+
+# ------------------------------------------------------------------- walking
+
+_KIND = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread"}
+
+
+class _Walker:
+    def __init__(self, gpu: bool):
+        self.gpu = gpu
+        self.loop_stack: list = []  # (Loop, var_index)
+        self.var_env: dict = {}  # tvm Var -> ("v", idx)
+        self.n_vars = 0
+        self.region_stack: list[int] = []
+        self.region_units: dict[int, int] = {}
+        self.region_threads: dict[int, int] = {}
+        self.region_shared: dict[int, float] = {}
+        self.region_local: dict[int, float] = {}
+        self.region_tags: dict[int, dict[str, int]] = {}
+        self.shared_accesses: list = []
+        self.next_region = 0
+        self.blocks: list[BlockSummary] = []
+        self.unroll = 0
+
+    # -- statements
+    def stmt(self, s):
+        name = type(s).__name__
+        if name == "For":
+            self.loop(s)
+        elif name == "SeqStmt":
+            for x in s.seq:
+                self.stmt(x)
+        elif name == "SBlockRealize":
+            self.block_realize(s)
+        elif name == "IfThenElse":
+            self.stmt(s.then_case)
+            if s.else_case is not None:
+                self.stmt(s.else_case)
+        elif hasattr(s, "body"):
+            self.stmt(s.body)
+
+    def loop(self, f):
+        try:
+            extent = int(f.extent)
+        except (TypeError, ValueError):
+            raise SummaryError("loop with a dynamic extent; only static shapes are supported") from None
+        kind = _KIND.get(int(f.kind), "serial")
+        tag = ""
+        if kind == "thread":
+            tag = str(f.thread_binding.thread_tag)
+            kind = tag.split(".")[0]  # blockIdx / threadIdx / vthread
+        ann = f.annotations
+        if "pragma_auto_unroll_max_step" in ann:
+            self.unroll = max(self.unroll, int(ann["pragma_auto_unroll_max_step"]))
+        opened = False
+        unit_kind = "blockIdx" if self.gpu else "parallel"
+        if kind == unit_kind:
+            # A unit loop nested inside an open region (a fused-then-split
+            # parallel loop) multiplies that region's units.
+            if not self.region_stack:
+                self.region_stack.append(self.next_region)
+                self.region_units[self.next_region] = 1
+                self.region_threads[self.next_region] = 1
+                self.next_region += 1
+                opened = True
+            self.region_units[self.region_stack[-1]] *= extent
+        idx = self.n_vars
+        self.n_vars += 1
+        self.var_env[f.loop_var] = ("v", idx)
+        self.loop_stack.append((Loop(extent, kind), idx))
+        if kind == "threadIdx" and self.region_stack:
+            # Loops bound to the same tag (threadIdx.x nested in threadIdx.x,
+            # as MetaSchedule writes cooperative copies) are the same
+            # threads: the block size is the product over tags of each tag's
+            # largest extent.
+            r = self.region_stack[-1]
+            tags = self.region_tags.setdefault(r, {})
+            tags[tag] = max(tags.get(tag, 1), extent)
+            threads = 1
+            for e in tags.values():
+                threads *= e
+            self.region_threads[r] = threads
+        self.stmt(f.body)
+        self.loop_stack.pop()
+        if opened:
+            self.region_stack.pop()
+
+    def block_realize(self, br):
+        blk = br.block
+        body = blk.body
+        if type(body).__name__ == "BufferStore":
+            # A leaf block; a reduction's init (one store per output) is
+            # small next to its update and is not counted.
+            self.leaf_block(br, blk)
+        else:
+            if blk.init is not None:
+                self.stmt(blk.init)
+            self.stmt(body)
+
+    def leaf_block(self, br, blk):
+        loops = [lp for lp, _ in self.loop_stack]
+        var_ids = [i for _, i in self.loop_stack]
+        # block var -> compiled binding over loop vars
+        benv = {}
+        useful = 1.0
+        for iv, val in zip(blk.iter_vars, br.iter_values):
+            benv[iv.var] = _compile(val, self.var_env)
+            try:
+                useful *= int(iv.dom.extent)
+            except (TypeError, ValueError):
+                raise SummaryError(f"block {blk.name_hint} has a dynamic iteration domain") from None
+        work = 1.0
+        for lp in loops:
+            work *= lp.extent
+        store = blk.body
+        ops = _count_ops(store.value)
+        vec = 0
+        for lp in reversed(loops):
+            if lp.kind == "vectorized":
+                vec = lp.extent
+                break
+        depth = len(loops)
+        # Footprint at level k: loops k.. vary over their range, outer loops
+        # are fixed at 0 (one execution of loop k's body).
+        accesses = []
+        regions = [(r, False) for r in blk.reads] + [(w, True) for w in blk.writes]
+        compiled = []
+        for reg, is_write in regions:
+            buf = reg.source
+            bits = _bits(buf.dtype)
+            dims = []
+            for rng in reg.region:
+                try:
+                    ext = int(rng.extent)
+                except (TypeError, ValueError):
+                    ext = None
+                dims.append((_compile(rng.min, benv), ext))
+            shape = [int(d) for d in buf.shape]
+            nbytes = float(max(1, bits // 8))
+            for d in shape:
+                nbytes *= d
+            compiled.append((str(buf.name), str(buf.scope()), bits, is_write, nbytes, dims, shape))
+        n_vars = self.n_vars
+        for name, scope, bits, is_write, nbytes, dims, shape in compiled:
+            fps = []
+            for k in range(depth + 1):
+                ranges = [(0, 0)] * n_vars
+                for j in range(k, depth):
+                    ranges[var_ids[j]] = (0, loops[j].extent - 1)
+                elems = 1.0
+                for (node, ext), size in zip(dims, shape):
+                    iv = _interval(node, ranges)
+                    span = size if iv is None else min(size, iv[1] - iv[0] + (ext or 1))
+                    elems *= max(1, span)
+                fps.append(elems * max(1, bits // 8))
+            accesses.append(Access(name, scope, bits, is_write, nbytes, tuple(fps)))
+        region = self.region_stack[-1] if self.region_stack else -1
+        if region >= 0 and self.gpu:
+            for a in accesses:
+                if a.scope.startswith("shared"):
+                    self.shared_accesses.append((region, a.buffer, a.is_write, tuple(var_ids), a.footprint_bytes))
+        if region >= 0:
+            for a in accesses:
+                if a.scope == "local":
+                    # per-thread register tile: footprint inside the innermost thread loop
+                    inner = 0
+                    for j, lp in enumerate(loops):
+                        if lp.kind == "threadIdx":
+                            inner = j + 1
+                    self.region_local[region] = max(self.region_local.get(region, 0.0), a.footprint_bytes[inner])
+        store_bits = _bits(store.buffer.dtype)
+        self.blocks.append(BlockSummary(
+            name=str(blk.name_hint), region=region, loops=tuple(loops), work_points=work,
+            useful_points=useful, ops_per_point=ops, vector_extent=vec, dtype_bits=store_bits,
+            accesses=tuple(accesses)))
+
+
+def _shared_allocations(w: _Walker) -> None:
+    """Shared memory each thread block holds.
+
+    A staged buffer lives inside the innermost loop enclosing both the block
+    that writes it and the blocks that read it (where TVM's buffer
+    compaction puts it): its size is the writer's footprint at that loop.
+    """
+    for region, name, is_write, loops, fps in w.shared_accesses:
+        if not is_write:
+            continue
+        depth = len(loops)
+        for r2, n2, w2, loops2, _ in w.shared_accesses:
+            if r2 == region and n2 == name and not w2:
+                common = 0
+                for x, y in zip(loops, loops2):
+                    if x != y:
+                        break
+                    common += 1
+                depth = min(depth, common)
+        w.region_shared[region] = w.region_shared.get(region, 0.0) + fps[depth]
+
+
+def summarize(mod, target_kind: str = "cpu") -> ProgramSummary:
+    """Summarize the PrimFunc ``main`` (or the only PrimFunc) of ``mod``.
+
+    Parameters
+    ----------
+    mod : IRModule or PrimFunc or tvm.s_tir.Schedule
+        A scheduled program (``sch.mod`` of a MetaSchedule candidate).
+    target_kind : {"cpu", "gpu"}
+        ``gpu`` reads ``blockIdx``/``threadIdx`` bindings as the parallel units.
+
+    Raises
+    ------
+    SummaryError
+        A GPU schedule with no ``blockIdx`` binding (it would not be a valid
+        kernel), a dynamic loop extent, or a module with no PrimFunc.
+
+    Notes
+    -----
+    A function with no loops is summarized as one serial region whose
+    blocks have one point each: the model then predicts the fixed overhead
+    plus a few operations, which is what such a function costs.
+    """
+    if target_kind not in ("cpu", "gpu"):
+        raise ValueError(f"target_kind must be 'cpu' or 'gpu', got {target_kind!r}")
+    if isinstance(mod, tvm.s_tir.Schedule):
+        mod = mod.mod
+    if isinstance(mod, tvm.IRModule):
+        funcs = [f for _, f in mod.functions.items() if type(f).__name__ == "PrimFunc"]
+        if not funcs:
+            raise SummaryError("the module has no PrimFunc to summarize")
+        func = mod["main"] if any(gv.name_hint == "main" for gv in mod.get_global_vars()) else funcs[0]
+    else:
+        func = mod
+    gpu = target_kind == "gpu"
+    w = _Walker(gpu)
+    w.stmt(func.body)
+    if gpu and w.blocks and w.next_region == 0:
+        raise SummaryError(
+            "CUDA schedule without thread bindings: no loop is bound to blockIdx, so it is not a "
+            "GPU kernel (apply a GPU schedule, e.g. MetaSchedule's CUDA design space)")
+    _shared_allocations(w)
+    by_region: dict[int, list[BlockSummary]] = {}
+    for b in w.blocks:
+        by_region.setdefault(b.region, []).append(b)
+    regions = []
+    for r, blocks in sorted(by_region.items()):
+        if r < 0:
+            if gpu:
+                raise SummaryError(
+                    f"block {blocks[0].name} is outside any blockIdx-bound loop: a CUDA schedule "
+                    "must bind every block to blockIdx/threadIdx")
+            regions.append(Region(r, 1, 1, 0.0, 0.0, tuple(blocks)))
+        else:
+            regions.append(Region(r, w.region_units[r], w.region_threads[r],
+                                  w.region_shared.get(r, 0.0), w.region_local.get(r, 0.0), tuple(blocks)))
+    buffer_bytes = {a.buffer: a.buffer_bytes for b in w.blocks for a in b.accesses
+                    if a.scope in ("global", "")}
+    return ProgramSummary(target_kind=target_kind, regions=tuple(regions), unroll_max_step=w.unroll,
+                          buffer_bytes=buffer_bytes)

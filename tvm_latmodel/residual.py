@@ -1,0 +1,176 @@
+"""The learned residual: XGBoost on features -> log(measured / analytical).
+
+:class:`ResidualModel` is a scikit-learn-style estimator on plain arrays:
+hyperparameters are keyword-only constructor arguments stored unchanged,
+``fit`` returns ``self``, learned state ends with ``_``, ``predict`` on an
+unfitted model raises. It persists as JSON metadata plus XGBoost's own JSON
+model format, never pickle.
+
+Two objectives:
+
+* ``"reg:squarederror"``: regress ``y = log(measured_s / analytical_s)``;
+  the prediction is the log-correction itself, so the hybrid model also
+  predicts absolute latency.
+* ``"rank:pairwise"``: learn, within each task (group), a correction that
+  orders candidates by measured latency, starting from the analytical order
+  (``base_margin = -log(analytical_s)``). Its output is a log-correction of
+  arbitrary offset per task: it ranks but does not give absolute times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from . import __version__
+
+RESIDUAL_FORMAT = "tvm-latmodel-residual"
+RESIDUAL_FORMAT_VERSION = 1
+OBJECTIVES = ("reg:squarederror", "rank:pairwise")
+
+
+class ResidualModel:
+    """XGBoost model of the analytical model's log error.
+
+    Parameters
+    ----------
+    objective : {"reg:squarederror", "rank:pairwise"}
+    n_estimators : int
+        Boosting rounds.
+    max_depth : int
+    learning_rate : float
+    min_child_weight : float
+    subsample : float
+    seed : int
+        Seed of XGBoost's own sampling.
+    nthread : int
+        Threads XGBoost uses.
+    """
+
+    def __init__(self, *, objective: str = "reg:squarederror", n_estimators: int = 120, max_depth: int = 6,
+                 learning_rate: float = 0.1, min_child_weight: float = 1.0, subsample: float = 1.0,
+                 seed: int = 0, nthread: int = 1):
+        self.objective = objective
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.min_child_weight = min_child_weight
+        self.subsample = subsample
+        self.seed = seed
+        self.nthread = nthread
+
+    # ---------------------------------------------------------------- fitting
+    def _params(self) -> dict:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        return {"objective": self.objective, "max_depth": self.max_depth, "eta": self.learning_rate,
+                "min_child_weight": self.min_child_weight, "subsample": self.subsample,
+                "seed": self.seed, "nthread": self.nthread, "verbosity": 0}
+
+    def fit(self, X, log_analytical_s, log_measured_s, groups=None) -> "ResidualModel":
+        """Fit on features ``X`` (n, d), the analytical and measured log latencies.
+
+        ``groups``: one task label per row; required by ``rank:pairwise``,
+        which only compares candidates of the same task.
+        """
+        import xgboost as xgb
+
+        X = np.asarray(X, dtype=np.float32)
+        la = np.asarray(log_analytical_s, dtype=np.float64)
+        lm = np.asarray(log_measured_s, dtype=np.float64)
+        if X.ndim != 2 or len(X) != len(la) or len(la) != len(lm):
+            raise ValueError(f"fit needs X (n, d) and two length-n arrays, got {X.shape}, {la.shape}, {lm.shape}")
+        if len(X) == 0:
+            raise ValueError("fit needs at least one sample")
+        if not (np.all(np.isfinite(la)) and np.all(np.isfinite(lm))):
+            raise ValueError("fit got non-finite latencies; filter failed measurements first")
+        params = self._params()
+        if self.objective == "rank:pairwise":
+            if groups is None:
+                groups = np.zeros(len(X), dtype=np.int64)
+            groups = np.asarray(groups)
+            order = np.argsort(groups, kind="stable")
+            X, la, lm, groups = X[order], la[order], lm[order], groups[order]
+            _, counts = np.unique(groups, return_counts=True)
+            dtrain = xgb.DMatrix(X, label=-lm, base_margin=-la)
+            dtrain.set_group(counts)
+        else:
+            dtrain = xgb.DMatrix(X, label=lm - la)
+            params["base_score"] = 0.0
+        self.booster_ = xgb.train(params, dtrain, num_boost_round=self.n_estimators)
+        self.n_features_in_ = int(X.shape[1])
+        self.n_samples_ = int(len(X))
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        """Predicted ``log(measured / analytical)`` for each row of ``X``."""
+        import xgboost as xgb
+
+        if not hasattr(self, "booster_"):
+            raise RuntimeError("ResidualModel is not fitted: call fit() or load() first")
+        X = np.asarray(X, dtype=np.float32)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"predict expects X with {self.n_features_in_} columns, got shape {X.shape}")
+        raw = self.booster_.predict(xgb.DMatrix(X), output_margin=True).astype(np.float64)
+        # The ranking model scores -log(latency): flip to a log-correction.
+        return -raw if self.objective == "rank:pairwise" else raw
+
+    # ------------------------------------------------------------ persistence
+    def save(self, path: str, extra: dict | None = None) -> None:
+        """Write ``path`` (JSON metadata) and ``path + '.xgb.json'`` (the booster)."""
+        if not hasattr(self, "booster_"):
+            raise RuntimeError("cannot save an unfitted ResidualModel")
+        booster_path = path + ".xgb.json"
+        self.booster_.save_model(booster_path)
+        meta = {"format": RESIDUAL_FORMAT, "format_version": RESIDUAL_FORMAT_VERSION,
+                "package_version": __version__, "params": self.get_params(),
+                "n_features_in": self.n_features_in_, "n_samples": self.n_samples_,
+                "booster_file": os.path.basename(booster_path), "extra": extra or {}}
+        with open(path, "w") as f:
+            json.dump(meta, f, indent=1)
+
+    @classmethod
+    def load(cls, path: str) -> tuple["ResidualModel", dict]:
+        """Read a model written by :meth:`save`; returns ``(model, extra)``.
+
+        Raises
+        ------
+        ValueError
+            The file is not JSON, not a residual model, from another format
+            version, or its booster file is missing.
+        """
+        import xgboost as xgb
+
+        try:
+            with open(path) as f:
+                meta = json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path}: not a JSON model file: {err}") from None
+        if not isinstance(meta, dict) or meta.get("format") != RESIDUAL_FORMAT:
+            raise ValueError(f"{path}: not a tvm-latmodel residual model (format != {RESIDUAL_FORMAT!r})")
+        if meta.get("format_version") != RESIDUAL_FORMAT_VERSION:
+            raise ValueError(f"{path}: residual format version {meta.get('format_version')!r} is not the "
+                             f"supported version {RESIDUAL_FORMAT_VERSION} (written by tvm-latmodel "
+                             f"{meta.get('package_version')}, this is {__version__})")
+        booster_path = os.path.join(os.path.dirname(os.path.abspath(path)), str(meta.get("booster_file", "")))
+        if not os.path.isfile(booster_path):
+            raise ValueError(f"{path}: its booster file {booster_path} is missing")
+        try:
+            model = cls(**meta["params"])
+            booster = xgb.Booster()
+            booster.load_model(booster_path)
+            model.booster_ = booster
+            model.n_features_in_ = int(meta["n_features_in"])
+            model.n_samples_ = int(meta["n_samples"])
+        except (KeyError, TypeError) as err:
+            raise ValueError(f"{path}: bad residual model metadata: {err!r}") from None
+        except xgb.core.XGBoostError as err:
+            raise ValueError(f"{booster_path}: XGBoost cannot read it: {str(err).splitlines()[0]}") from None
+        return model, meta.get("extra", {})
+
+    def get_params(self) -> dict:
+        return {"objective": self.objective, "n_estimators": self.n_estimators, "max_depth": self.max_depth,
+                "learning_rate": self.learning_rate, "min_child_weight": self.min_child_weight,
+                "subsample": self.subsample, "seed": self.seed, "nthread": self.nthread}
