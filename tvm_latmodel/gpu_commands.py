@@ -32,6 +32,9 @@ def add_parser(subparsers) -> None:
                    help="cap the target's max_shared_memory_per_block (default 49152: TVM declares "
                    "shared memory statically, and CUDA allows 48 KiB of static shared memory per "
                    "block; above it ptxas rejects the kernel); 0 keeps the target's value")
+    p.add_argument("--model-picks", type=int, default=0,
+                   help="also add the K candidates the analytical model ranks best out of 4K more "
+                   "samples per workload (default 0)")
     p.add_argument("-o", "--output", required=True,
                    help="bundle to write; end it in .json.gz (a pool of 300 is ~50 MB as plain JSON)")
     p.set_defaults(func=_run_bundle)
@@ -48,6 +51,23 @@ def add_parser(subparsers) -> None:
     q.add_argument("--failed", choices=("skip", "max"), default="skip",
                    help="failed candidates: no record (skip, default) or run_secs 1e10 (max)")
     q.set_defaults(func=_run_import)
+
+
+def model_picks(k: int, seed: int):
+    """An ``extra_schedules`` hook: the ``k`` best of ``4k`` fresh samples by the analytical model."""
+
+    def pick(mod, target, sampled):
+        from .hardware import HardwareSpec
+        from .modes import estimate
+        from .program import summarize
+        from .sampling import sample_schedules
+
+        hw = HardwareSpec.from_target(target)
+        pool = sample_schedules(mod, target, 4 * k, seed=seed + 7919)
+        pool.sort(key=lambda s: estimate(summarize(s.mod, "gpu"), hw).latency_s)
+        return pool[:k]
+
+    return pick
 
 
 def cap_shared_memory(target, limit_bytes: int):
@@ -88,7 +108,9 @@ def _run_bundle(args) -> int:
     if target.kind.name != "cuda":
         raise ValueError(f"--target {args.target!r} is not a CUDA target")
     target = cap_shared_memory(target, args.max_shared_memory_bytes)
-    bundle = make_bundle(names, target, per_workload=args.per_workload, seed=args.seed, progress=True)
+    extra = model_picks(args.model_picks, args.seed) if args.model_picks > 0 else None
+    bundle = make_bundle(names, target, per_workload=args.per_workload, seed=args.seed, extra_schedules=extra,
+                         progress=True)
     size = save_bundle(bundle, args.output)
     counts = {w["name"]: len(w["candidates"]) for w in bundle["workloads"]}
     print(json.dumps({"bundle": os.path.abspath(args.output), "bytes": size, "candidates": counts}))
