@@ -125,7 +125,7 @@ def test_bad_model_files(tmp_path, task):
 
     other = tmp_path / "other.json"
     other.write_text(json.dumps(dict(doc, format_version=99, package_version="9.9")))
-    with pytest.raises(ValueError, match="other.json: model format version 99"):
+    with pytest.raises(ValueError, match="other.json: hybrid model format version 99"):
         HybridCostModel().load(str(other))
     gpu = tmp_path / "gpu.json"
     gpu.write_text(json.dumps(dict(doc, target_family="gpu")))

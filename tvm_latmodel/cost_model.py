@@ -34,6 +34,7 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from . import __version__
+from .fileformat import read_versioned_json
 from .hardware import HardwareSpec
 from .modes import estimate
 from .program import summarize
@@ -336,17 +337,7 @@ class HybridCostModel(ms.cost_model.PyCostModel):
 
 
 def _read_model_file(path: str):
-    try:
-        with open(path) as f:
-            meta = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: not a JSON model file: {err}") from None
-    if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
-        raise ValueError(f"{path}: not a tvm-latmodel hybrid model (format != {MODEL_FORMAT!r})")
-    if meta.get("format_version") != MODEL_FORMAT_VERSION:
-        raise ValueError(f"{path}: model format version {meta.get('format_version')!r} is not the supported "
-                         f"version {MODEL_FORMAT_VERSION} (written by tvm-latmodel {meta.get('package_version')}, "
-                         f"this is {__version__})")
+    meta = read_versioned_json(path, MODEL_FORMAT, MODEL_FORMAT_VERSION, "hybrid model")
     residual = None
     if meta.get("residual_file"):
         rpath = os.path.join(os.path.dirname(os.path.abspath(path)), meta["residual_file"])

@@ -29,7 +29,6 @@ No TVM object enters this module: inputs are a
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from .hardware import HardwareSpec

@@ -25,6 +25,7 @@ import os
 import numpy as np
 
 from . import __version__
+from .fileformat import read_versioned_json
 
 RESIDUAL_FORMAT = "tvm-latmodel-residual"
 RESIDUAL_FORMAT_VERSION = 1
@@ -143,17 +144,7 @@ class ResidualModel:
         """
         import xgboost as xgb
 
-        try:
-            with open(path) as f:
-                meta = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(f"{path}: not a JSON model file: {err}") from None
-        if not isinstance(meta, dict) or meta.get("format") != RESIDUAL_FORMAT:
-            raise ValueError(f"{path}: not a tvm-latmodel residual model (format != {RESIDUAL_FORMAT!r})")
-        if meta.get("format_version") != RESIDUAL_FORMAT_VERSION:
-            raise ValueError(f"{path}: residual format version {meta.get('format_version')!r} is not the "
-                             f"supported version {RESIDUAL_FORMAT_VERSION} (written by tvm-latmodel "
-                             f"{meta.get('package_version')}, this is {__version__})")
+        meta = read_versioned_json(path, RESIDUAL_FORMAT, RESIDUAL_FORMAT_VERSION, "residual model")
         booster_path = os.path.join(os.path.dirname(os.path.abspath(path)), str(meta.get("booster_file", "")))
         if not os.path.isfile(booster_path):
             raise ValueError(f"{path}: its booster file {booster_path} is missing")
