@@ -214,3 +214,36 @@ def test_tuning_survives_a_broken_model(tmp_path):
         ms.tune_tir(mod, host, str(tmp_path), max_trials_global=2, num_trials_per_iter=2,
                     cost_model=_broken(), builder=local_builder(), runner=local_runner(1, 1, 0), seed=1)
     assert len((tmp_path / "database_tuning_record.json").read_text().splitlines()) == 2
+
+
+@pytest.mark.slow
+def test_tune_workload_stops_early_and_reports_trials_saved(tmp_path):
+    """--stop-within: a huge tolerance stops after the first round of 2."""
+    from tvm_latmodel.tuning import read_records, tune_workload
+
+    host = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+    rep = tune_workload(_matmul(32), host, work_dir=str(tmp_path), trials=8, cost_model="analytical",
+                        stop_within=1e6, round_trials=2, progress=False)
+    assert rep.trials_measured == 2 and rep.trials_saved == 6
+    assert "within" in rep.stopped_early
+    assert rep.best_latency_s is not None and rep.best_latency_s > rep.roofline_bound_s
+    assert len(read_records(str(tmp_path))) == 2 and len(rep.curve) == 2
+
+
+def test_pretrained_of_another_family_is_ignored_with_a_warning(task, tmp_path):
+    """No target at construction: the mismatch shows at the first call."""
+    ctx, cands = task
+    donor = HybridCostModel(min_samples=4)
+    est = donor.predict_latency_s(ctx, cands)
+    donor.update(ctx, cands[:6], [_result([float(t)]) for t in est[:6]])
+    path = tmp_path / "m.json"
+    donor.save(str(path))
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps(dict(doc, target_family="gpu")))
+    m = HybridCostModel(pretrained=str(path))
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        scores = m.predict(ctx, cands)
+    assert m.pretrained_model_ is None
+    assert any("pretrained for gpu targets" in str(w.message) for w in rec)
+    np.testing.assert_array_equal(scores, HybridCostModel().predict(ctx, cands))

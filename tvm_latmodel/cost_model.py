@@ -148,6 +148,12 @@ class HybridCostModel(ms.cost_model.PyCostModel):
                 self._hw = HardwareSpec.load(self.hardware)
             else:
                 self._hw = HardwareSpec.from_target(target if target is not None else self.target)
+            fam = getattr(self, "pretrained_family_", None)
+            if self.pretrained_model_ is not None and fam not in (None, self._hw.kind):
+                # Only known now that the task's target is: never apply it.
+                self._warn_once("pretrained", f"{self.pretrained}: pretrained for {fam} targets, this task "
+                                f"targets {self._hw.kind}; ignoring the pretrained residual")
+                self.pretrained_model_ = None
         return self._hw
 
     # ------------------------------------------------------------ features
@@ -322,13 +328,6 @@ class HybridCostModel(ms.cost_model.PyCostModel):
         if self.target is not None:
             return _target_family(self.target)
         return None
-
-    def check_context(self, context) -> None:
-        """Refuse a pretrained residual of another target family."""
-        fam = getattr(self, "pretrained_family_", None)
-        if fam is not None and fam != _target_family(context.target):
-            raise ValueError(f"pretrained residual is for {fam} targets, the task targets "
-                             f"{context.target.kind.name}")
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
