@@ -114,14 +114,19 @@ def test_adaptive_refit_waits_for_growth(task):
     assert m.fitted_on_ == 13
 
 
-def test_bad_model_files(tmp_path, task):
-    ctx, cands = task
+def _saved_model(ctx, cands, tmp_path):
+    """A model fitted on 6 samples, saved to tmp_path/m.json: (path, its JSON)."""
     m = HybridCostModel(min_samples=4)
     est = m.predict_latency_s(ctx, cands)
     m.update(ctx, cands[:6], [_result([float(t)]) for t in est[:6]])
     path = tmp_path / "m.json"
     m.save(str(path))
-    doc = json.loads(path.read_text())
+    return path, json.loads(path.read_text())
+
+
+def test_bad_model_files(tmp_path, task):
+    ctx, cands = task
+    path, doc = _saved_model(ctx, cands, tmp_path)
 
     other = tmp_path / "other.json"
     other.write_text(json.dumps(dict(doc, format_version=99, package_version="9.9")))
@@ -233,12 +238,7 @@ def test_tune_workload_stops_early_and_reports_trials_saved(tmp_path):
 def test_pretrained_of_another_family_is_ignored_with_a_warning(task, tmp_path):
     """No target at construction: the mismatch shows at the first call."""
     ctx, cands = task
-    donor = HybridCostModel(min_samples=4)
-    est = donor.predict_latency_s(ctx, cands)
-    donor.update(ctx, cands[:6], [_result([float(t)]) for t in est[:6]])
-    path = tmp_path / "m.json"
-    donor.save(str(path))
-    doc = json.loads(path.read_text())
+    path, doc = _saved_model(ctx, cands, tmp_path)
     path.write_text(json.dumps(dict(doc, target_family="gpu")))
     m = HybridCostModel(pretrained=str(path))
     with warnings.catch_warnings(record=True) as rec:
