@@ -413,3 +413,21 @@ def test_bundle_target_caps_static_shared_memory():
     assert int(capped.attrs["max_shared_memory_per_block"]) == 49152
     assert capped.kind.name == "cuda" and str(capped.attrs["arch"]) == "sm_90"
     assert cap_shared_memory(target, 0) is target
+
+
+def test_model_picks_are_the_analytical_best_of_their_pool(target):
+    from tvm_latmodel.gpu_commands import model_picks
+    from tvm_latmodel.hardware import HardwareSpec
+    from tvm_latmodel.modes import estimate
+    from tvm_latmodel.program import summarize
+    from tvm_latmodel.sampling import sample_schedules
+    from tvm_latmodel.workloads import get_workload
+
+    mod = get_workload("GMM:0")
+    picks = model_picks(2, seed=0)(mod, target, [])
+    assert len(picks) == 2
+    hw = HardwareSpec.from_target(target)
+    pool = sample_schedules(mod, target, 8, seed=7919)  # the same draws the hook made
+    est = sorted(estimate(summarize(s.mod, "gpu"), hw).latency_s for s in pool)
+    got = [estimate(summarize(s.mod, "gpu"), hw).latency_s for s in picks]
+    assert got == pytest.approx(est[:2])
