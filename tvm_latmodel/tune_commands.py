@@ -41,12 +41,12 @@ def _cmd_tune(args) -> int:
     import logging
 
     from .targets import parse_target
+    from .tuning import tune_workload
+    from .workloads import get_workload
 
     # MetaSchedule logs a table per round at INFO; our progress bar and
     # report replace it (its full logs still go to WORK_DIR/logs).
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
-    from .tuning import tune_workload
-    from .workloads import get_workload
 
     target = parse_target(args.target)
     mod = get_workload(args.workload)
