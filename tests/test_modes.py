@@ -6,13 +6,18 @@ import pytest
 
 from tvm_latmodel.hardware import HardwareSpec, MemoryLevel
 from tvm_latmodel.modes import (
+    auto_vector_efficiency,
     cache_traffic_bytes,
+    chain_efficiency,
     estimate,
+    gather_efficiency,
     gpu_blocks_per_sm,
     lane_efficiency,
     padded_work_ratio,
     roofline_bound_s,
+    register_spill_efficiency,
     roofline_time,
+    warm_in_last_cache,
     wave_quantization,
 )
 from tvm_latmodel.program import Access, BlockSummary, Loop, ProgramSummary, Region
@@ -174,3 +179,75 @@ def test_estimate_refuses_mismatched_hardware():
     prog = ProgramSummary("gpu", (), 0, {})
     with pytest.raises(ValueError, match="cannot be estimated"):
         estimate(prog, cpu())
+
+
+# ------------------------------------------- vector code and accumulator chains
+
+def test_gather_runs_below_scalar_speed():
+    # 8 lanes, 2 gathered operands: scalar rate (1/8) halved
+    assert gather_efficiency(8, 2) == pytest.approx(1 / 16)
+    assert gather_efficiency(8, 0) == pytest.approx(1 / 8)
+
+
+@pytest.mark.parametrize("extent,expected", [(1, 1 / 8), (8, 1.0), (16, 1.0), (12, 12 / (5 * 8)), (3, 3 / 16)])
+def test_auto_vector_factor_is_a_power_of_two_with_scalar_remainder(extent, expected):
+    assert auto_vector_efficiency(extent, 8) == pytest.approx(expected)
+
+
+def test_chain_efficiency_needs_latency_times_pipes_accumulators():
+    assert chain_efficiency(1) == pytest.approx(1 / 8)
+    assert chain_efficiency(4) == pytest.approx(0.5)
+    assert chain_efficiency(8) == 1.0 and chain_efficiency(40) == 1.0
+    assert chain_efficiency(2, latency_cycles=3, pipes=1) == pytest.approx(2 / 3)
+
+
+def test_register_spill_beyond_the_register_file():
+    assert register_spill_efficiency(14) == 1.0  # 16 registers - 2 operands
+    # 30 accumulators: 14 kept, 16 spilled at half speed
+    assert register_spill_efficiency(30) == pytest.approx(30 / (14 + 32))
+
+
+def _reduction_block(accumulators, chain, lanes=16):
+    """A vectorized reduction: ``accumulators`` vectors of ``lanes`` inside a reduction of ``chain``."""
+    loops = (Loop(1, "parallel"), Loop(chain, "serial"), Loop(accumulators, "serial"), Loop(lanes, "vectorized"))
+    pts = chain * accumulators * lanes
+    return BlockSummary(name="r", region=0, loops=loops, work_points=pts, useful_points=pts, ops_per_point=2.0,
+                        vector_extent=lanes, dtype_bits=32, accesses=(), reduce_level=2,
+                        chain_length=float(chain))
+
+
+def test_one_long_accumulator_chain_is_eight_times_slower():
+    hw = cpu(cores=1, vector_bits=512, peak=100.0)
+    t = {}
+    for acc in (1, 8):
+        blk = _reduction_block(acc, chain=4096)
+        prog = ProgramSummary("cpu", (Region(0, 1, 1, 0.0, 0.0, (blk,)),), 0, {})
+        t[acc] = estimate(prog, hw).regions[0].compute_s / acc  # per accumulator vector
+    assert t[1] / t[8] == pytest.approx(8.0)
+
+
+def test_short_chains_overlap_in_the_out_of_order_window():
+    hw = cpu(cores=1, vector_bits=512, peak=100.0)
+    # one accumulator, but only 4 dependent updates before the next one:
+    # 64 / 4 = 16 chains in flight, the pipes stay full
+    blk = _reduction_block(1, chain=4)
+    prog = ProgramSummary("cpu", (Region(0, 1, 1, 0.0, 0.0, (blk,)),), 0, {})
+    r = estimate(prog, hw).regions[0]
+    assert r.lane_efficiency == 1.0
+
+
+def test_warm_last_level_cache_serves_programs_that_fit():
+    hw = cpu()  # 16 MiB L3
+    assert warm_in_last_cache(8 * 2**20, hw)
+    assert not warm_in_last_cache(32 * 2**20, hw)
+
+    def bound(nbytes):
+        fps = (nbytes, nbytes, 64.0)
+        blk = BlockSummary(name="copy", region=0, loops=(Loop(1, "parallel"), Loop(int(nbytes // 64), "serial")),
+                           work_points=nbytes / 4, useful_points=nbytes / 4, ops_per_point=0.0, vector_extent=16,
+                           dtype_bits=32, accesses=(Access("A", "global", 32, False, nbytes, fps),))
+        prog = ProgramSummary("cpu", (Region(0, 1, 1, 0.0, 0.0, (blk,)),), 0, {"A": nbytes})
+        return estimate(prog, hw).regions[0].bound
+
+    assert bound(8 * 2**20) == "memory:L3"
+    assert bound(64 * 2**20) == "memory:DRAM"

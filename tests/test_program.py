@@ -53,6 +53,54 @@ def test_hand_schedule_numbers():
     assert ps.unique_bytes == 3 * 64 * 64 * 4
 
 
+def _tiled_matmul(vector_axis="j"):
+    """64^3 matmul: i0 (parallel) j0 i1 k j1, with j1 or i1 vectorized (or none)."""
+    sch = tvm.s_tir.Schedule(_matmul())
+    blk = sch.get_sblock("C")
+    i, j, k = sch.get_loops(blk)
+    i0, i1 = sch.split(i, [8, 8])
+    j0, j1 = sch.split(j, [4, 16])
+    if vector_axis == "i":
+        sch.reorder(i0, j0, j1, k, i1)
+        sch.vectorize(i1)
+    else:
+        sch.reorder(i0, j0, i1, k, j1)
+        if vector_axis == "j":
+            sch.vectorize(j1)
+    sch.parallel(i0)
+    sch.decompose_reduction(blk, k)
+    return summarize(sch.mod, "cpu")
+
+
+def test_reduction_level_chain_and_accumulators():
+    ps = _tiled_matmul("j")
+    upd = [b for b in ps.blocks if b.name == "C_update"][0]
+    # loops i0 j0 i1 k j1: k (level 4) is the innermost reduction loop; its
+    # chain is 64 updates (i1 outside it is spatial); 16 accumulators inside
+    assert upd.reduce_level == 4
+    assert upd.chain_length == 64
+    assert upd.accumulator_points == 16
+    # A is invariant along j1, B and C contiguous: no gather
+    assert upd.vector_gathers == 0
+    init = [b for b in ps.blocks if b.name == "C_init"][0]
+    assert init.reduce_level == 0 and init.accumulator_points == 0
+
+
+def test_vectorizing_along_rows_gathers():
+    upd = [b for b in _tiled_matmul("i").blocks if b.name == "C_update"][0]
+    # along i1: A[i, k] and C[i, j] move by 64 elements per lane
+    assert upd.vector_gathers >= 2
+
+
+def test_llvm_auto_vectorizes_a_contiguous_innermost_loop():
+    upd = [b for b in _tiled_matmul(None).blocks if b.name == "C_update"][0]
+    assert upd.vector_extent == 0 and upd.auto_vector_extent == 16
+    # with the reduction innermost, LLVM keeps the sum in order: no vector code
+    sch = tvm.s_tir.Schedule(_matmul())
+    ps = summarize(sch.mod, "cpu")  # loops i j k: k innermost
+    assert ps.blocks[0].auto_vector_extent == 0
+
+
 def test_padded_work_from_non_divisible_split():
     sch = tvm.s_tir.Schedule(_matmul(60, 64, 64))
     i, j, k = sch.get_loops(sch.get_sblock("C"))

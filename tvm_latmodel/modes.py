@@ -9,7 +9,15 @@ named in ``tvm-latmodel explain``:
   ``waves = ceil(units / concurrent)`` — a staircase.
 * **vector / lane quantization** (:func:`lane_efficiency`): a vector of
   ``extent`` elements on ``lanes``-wide hardware uses
-  ``extent / (ceil(extent / lanes) * lanes)`` of it.
+  ``extent / (ceil(extent / lanes) * lanes)`` of it; a vector loop whose
+  accesses are not contiguous runs lane by lane (:func:`gather_efficiency`),
+  and an innermost loop that LLVM vectorizes by itself gets the vector
+  factor LLVM would pick (:func:`auto_vector_efficiency`).
+* **accumulator chains** (:func:`chain_efficiency`, CPU): a reduction adds
+  into each accumulator in order, so the FMA pipes only stay full with
+  ``fma_latency * fma_pipes`` independent accumulator vectors in the loops
+  inside the innermost reduction loop; more than the register file holds
+  spill to L1 (:func:`register_spill_efficiency`).
 * **tile quantization** (:func:`padded_work_ratio`): a tile that does not
   divide its loop, or a compute-at halo, executes
   ``work_points / useful_points`` times the useful iterations.
@@ -20,6 +28,9 @@ named in ``tvm-latmodel explain``:
   fitting in it.
 * **occupancy** (GPU, :func:`gpu_blocks_per_sm`): resident blocks per SM from
   threads, registers and shared memory, deciding the concurrent units.
+* **warm last-level cache** (:func:`warm_in_last_cache`): tuners time a
+  kernel by running it repeatedly without flushing caches, so a program
+  whose buffers all fit in the last-level cache never goes to DRAM.
 * **overhead**: a fixed cost per parallel region / kernel launch.
 
 No TVM object enters this module: inputs are a
@@ -36,6 +47,20 @@ from .program import BlockSummary, ProgramSummary, Region
 
 # Registers a CPU core keeps a tile in: 16 architectural vector registers.
 CPU_VECTOR_REGISTERS = 16
+# Registers an FMA loop needs besides its accumulators (the two operands).
+CPU_OPERAND_REGISTERS = 2
+# Vector FMA latency in cycles and FMA pipes per core: 4 and 2 on AMD Zen 2-4
+# and on Intel Skylake and later (Agner Fog's instruction tables).
+CPU_FMA_LATENCY_CYCLES = 4
+CPU_FMA_PIPES = 2
+# Vector FMAs the out-of-order core looks ahead over: a 224-256 entry
+# reorder buffer (Skylake, Zen 3) at about 4 micro-ops per FMA of a tiled
+# loop (the FMA, its operand loads, address and loop arithmetic).
+CPU_OOO_WINDOW_FMAS = 64
+# Throughput left when every accumulator lives in L1 instead of a register:
+# each FMA then also loads and stores its accumulator, and the two store
+# ports (Zen 3, Ice Lake) halve the FMA rate.
+CPU_SPILLED_ACCUMULATOR_EFFICIENCY = 0.5
 # A serial (non-parallel) region still pays a call, but no thread-pool wake-up.
 SERIAL_OVERHEAD_FRACTION = 0.25
 # Warps per SM needed to hide arithmetic and memory latency (4 schedulers x 4).
@@ -77,6 +102,62 @@ def lane_efficiency(vector_extent: int, lanes: int) -> float:
     if vector_extent <= 1:
         return 1.0 / lanes
     return vector_extent / (-(-vector_extent // lanes) * lanes)
+
+
+def gather_efficiency(lanes: int, gathered_accesses: int) -> float:
+    """A vector loop with non-contiguous accesses: each gathered operand is
+    loaded lane by lane, so the loop runs at scalar speed or below.
+
+    ``1 / (lanes * (1 + gathered_accesses / 2))``: scalar rate, slowed by one
+    extra load-and-insert per lane for every two gathered operands.
+    """
+    return 1.0 / (lanes * (1.0 + gathered_accesses / 2.0))
+
+
+def auto_vector_efficiency(extent: int, lanes: int) -> float:
+    """Lanes LLVM's loop vectorizer fills on an innermost loop of ``extent``.
+
+    It picks the largest power-of-two factor ``vf <= min(extent, lanes)``
+    and runs the remainder scalar: ``extent / ((extent // vf + extent % vf)
+    * lanes)``. Examples with 8 lanes: 8 → 1.0, 16 → 1.0, 12 → 0.3, 1 → 1/8.
+    """
+    if extent <= 1:
+        return 1.0 / lanes
+    vf = 1
+    while vf * 2 <= min(extent, lanes):
+        vf *= 2
+    steps = extent // vf + extent % vf
+    return extent / (steps * lanes)
+
+
+def chain_efficiency(chains: float, latency_cycles: int = CPU_FMA_LATENCY_CYCLES,
+                     pipes: int = CPU_FMA_PIPES) -> float:
+    """Fraction of FMA throughput a reduction with ``chains`` independent
+    accumulators reaches: ``min(1, chains / (latency_cycles * pipes))``.
+
+    Each accumulator is one dependency chain: it can take a new FMA only
+    every ``latency_cycles``. Example (4 cycles, 2 pipes): 1 chain → 1/8,
+    8 chains → 1.0.
+    """
+    if chains <= 0:
+        return 1.0
+    return min(1.0, chains / (latency_cycles * pipes))
+
+
+def register_spill_efficiency(accumulators: float, registers: int = CPU_VECTOR_REGISTERS,
+                              operands: int = CPU_OPERAND_REGISTERS) -> float:
+    """Throughput left when the accumulator tile outgrows the registers.
+
+    ``1`` while ``accumulators <= registers - operands``; beyond, the share
+    of accumulators that spill runs at
+    :data:`CPU_SPILLED_ACCUMULATOR_EFFICIENCY`:
+    ``1 / (kept + spilled / spilled_efficiency) * accumulators``.
+    """
+    keep = registers - operands
+    if accumulators <= keep:
+        return 1.0
+    spilled = accumulators - keep
+    return accumulators / (keep + spilled / CPU_SPILLED_ACCUMULATOR_EFFICIENCY)
 
 
 def padded_work_ratio(work_points: float, useful_points: float) -> float:
@@ -223,8 +304,28 @@ class Estimate:
         }
 
 
-def _levels(hw: HardwareSpec, concurrent: int, gpu: bool):
-    """(capacity_per_unit_bytes, server_name, server_bandwidth_per_unit) of each cache."""
+def warm_in_last_cache(unique_bytes: float, hw: HardwareSpec) -> bool:
+    """Whether every buffer stays in the last-level cache between timed runs.
+
+    ``unique_bytes <= size of the last cache level`` (L3 on CPU, L2 on GPU).
+    MetaSchedule's runner and ``scripts/gpu_timer.py`` repeat a kernel
+    without flushing caches, so such a program's DRAM traffic is zero.
+    """
+    caches = hw.memory[:-1]
+    return bool(caches) and unique_bytes <= caches[-1].size_bytes
+
+
+def _levels(hw: HardwareSpec, concurrent: int, gpu: bool, warm: bool = False):
+    """(capacity_per_unit_bytes, server_name, server_bandwidth_per_unit) of each cache.
+
+    ``warm``: the whole program sits in the last-level cache, so nothing is
+    served by DRAM (the last entry is dropped).
+    """
+    out = _cache_levels(hw, concurrent, gpu)
+    return out[:-1] if warm else out
+
+
+def _cache_levels(hw: HardwareSpec, concurrent: int, gpu: bool):
     out = []
     mem = hw.memory
     if gpu:
@@ -251,7 +352,30 @@ def _unit_level(block: BlockSummary, gpu: bool) -> int:
     return level
 
 
-def _region_terms(region: Region, hw: HardwareSpec) -> RegionTerms:
+def _cpu_efficiency(b: BlockSummary, lanes: int) -> float:
+    """Fraction of a core's peak one CPU block reaches: lanes x chains x spills."""
+    if b.vector_extent > 1:
+        vec = b.vector_extent
+        eff = gather_efficiency(lanes, b.vector_gathers) if b.vector_gathers else lane_efficiency(vec, lanes)
+        if b.vector_gathers:
+            vec = 1
+    elif b.auto_vector_extent > 1:
+        vec = b.auto_vector_extent
+        eff = auto_vector_efficiency(vec, lanes)
+    else:
+        vec = 1
+        eff = 1.0 / lanes
+    if b.reduce_level > 0 and b.ops_per_point > 0:
+        # Accumulator vectors in registers; the out-of-order window also
+        # overlaps the chains of the next accumulators when each takes only
+        # chain_length dependent updates before the nest moves on.
+        regs = b.accumulator_points / vec * -(-vec // lanes)
+        chains = max(regs, CPU_OOO_WINDOW_FMAS / max(1.0, b.chain_length))
+        eff *= chain_efficiency(chains) * register_spill_efficiency(regs)
+    return eff
+
+
+def _region_terms(region: Region, hw: HardwareSpec, warm: bool = False) -> RegionTerms:
     gpu = hw.kind == "gpu"
     occupancy = {}
     serial = region.index < 0
@@ -269,7 +393,7 @@ def _region_terms(region: Region, hw: HardwareSpec) -> RegionTerms:
         concurrent = 1 if serial else hw.parallel_units
     units = max(1, region.units)
     waves, wave_eff = wave_quantization(units, concurrent)
-    levels = _levels(hw, concurrent, gpu)
+    levels = _levels(hw, concurrent, gpu, warm)
     peak_per_slot = hw.peak_gflops * 1e9 / (hw.parallel_units if not gpu else concurrent)
 
     flops_time_weighted = 0.0
@@ -285,7 +409,7 @@ def _region_terms(region: Region, hw: HardwareSpec) -> RegionTerms:
             if region.threads_per_unit <= 1:
                 eff = occupancy["latency_hiding"] / 32
         else:
-            eff = lane_efficiency(b.vector_extent, lanes)
+            eff = _cpu_efficiency(b, lanes)
         executed = b.work_points * b.ops_per_point
         if executed > 0:
             compute_s += executed / units / (peak_per_slot * eff)
@@ -340,7 +464,8 @@ def estimate(summary: ProgramSummary, hw: HardwareSpec) -> Estimate:
     """
     if summary.target_kind != hw.kind:
         raise ValueError(f"a {summary.target_kind} program cannot be estimated on {hw.kind} hardware ({hw.name})")
-    regions = [_region_terms(r, hw) for r in summary.regions]
+    warm = warm_in_last_cache(summary.unique_bytes, hw)
+    regions = [_region_terms(r, hw, warm) for r in summary.regions]
     latency = sum(r.latency_s for r in regions)
     if not regions:
         latency = hw.launch_overhead_s * SERIAL_OVERHEAD_FRACTION

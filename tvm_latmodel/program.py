@@ -19,7 +19,18 @@ What is summarized, per block (``T.sblock``) of the scheduled function:
   parallel launch) or one kernel on GPU (its ``blockIdx`` loops). A region's
   ``units`` are CPU parallel iterations or GPU thread blocks;
   ``threads_per_unit`` is the product of ``threadIdx`` extents on GPU.
-* vectorized extent of the innermost vectorized loop; the auto-unroll step.
+* vectorized extent of the innermost vectorized loop, and how each buffer
+  access moves along it (``vector_gathers``: accesses that are neither
+  contiguous nor loop-invariant in it, so the vector load becomes a gather);
+  without an explicit vectorized loop, ``auto_vector_extent``: the innermost
+  non-reduction loop when every access is contiguous or invariant in it (what
+  LLVM's loop vectorizer turns into vector code by itself).
+* ``reduce_level``: the depth of the innermost loop that iterates a
+  reduction axis; the loops inside it hold independent accumulators, and
+  ``chain_length`` (the product of the innermost run of reduction loops) is
+  how many dependent updates each accumulator takes before the nest moves to
+  independent ones.
+* the auto-unroll step.
 
 The walk is plain Python over node attributes (TVM 0.27 has no Python
 statement visitor); expressions are compiled once into tuples and then
@@ -71,6 +82,10 @@ class BlockSummary:
     vector_extent: int
     dtype_bits: int
     accesses: tuple[Access, ...]
+    reduce_level: int = 0
+    vector_gathers: int = 0
+    auto_vector_extent: int = 0
+    chain_length: float = 0.0
 
     @property
     def flops(self) -> float:
@@ -80,6 +95,17 @@ class BlockSummary:
     @property
     def depth(self) -> int:
         return len(self.loops)
+
+    @property
+    def accumulator_points(self) -> float:
+        """Independent accumulators of a reduction: the points of the loops
+        inside the innermost reduction loop (0 when the block reduces nothing)."""
+        if self.reduce_level <= 0:
+            return 0.0
+        t = 1.0
+        for loop in self.loops[self.reduce_level:]:
+            t *= loop.extent
+        return t
 
     def trips(self, level: int) -> float:
         """How many times loop ``level`` is executed (product of the outer extents)."""
@@ -191,6 +217,59 @@ def _interval(node, ranges):
     return None
 
 
+def _vars_of(node, out: set) -> set:
+    """Loop-variable indices a compiled expression mentions."""
+    if node[0] == "v":
+        out.add(node[1])
+    elif node[0] not in ("c", "unk"):
+        _vars_of(node[1], out)
+        _vars_of(node[2], out)
+    return out
+
+
+def _flat_offset(dims, strides, ranges):
+    """Element offset of an access's first element, or None if unknown."""
+    off = 0
+    for (node, _), st in zip(dims, strides):
+        iv = _interval(node, ranges)
+        if iv is None or iv[0] != iv[1]:
+            return None
+        off += iv[0] * st
+    return off
+
+
+def _strides(shape) -> list[int]:
+    """Row-major element strides of a buffer shape."""
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    out.reverse()
+    return out
+
+
+def _stride_along(dims, strides, n_vars: int, var: int, extent: int):
+    """Element stride of an access along loop variable ``var`` (others at 0).
+
+    Probes the offset at 0, 1, the middle and the last iteration; returns the
+    stride when the offset is affine in ``var`` over the loop, else None
+    (a wrap-around ``//`` or ``%`` of a fused loop, or an unknown index).
+    """
+    ranges = [(0, 0)] * n_vars
+    offs = []
+    for x in sorted({0, 1, extent // 2, extent - 1}):
+        ranges[var] = (x, x)
+        o = _flat_offset(dims, strides, ranges)
+        if o is None:
+            return None
+        offs.append((x, o))
+    (x0, o0), (x1, o1) = offs[0], offs[1]
+    step = o1 - o0
+    if any(o - o0 != step * (x - x0) for x, o in offs[2:]):
+        return None
+    return step
+
+
 _OPS = {"Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "FloorDiv": 1, "Max": 1, "Min": 1, "Mod": 1, "FloorMod": 1}
 # Transcendentals (exp, log, tanh ...) cost several FLOP-equivalents.
 _CALL_OPS = 8
@@ -248,6 +327,7 @@ class _Walker:
         self.next_region = 0
         self.blocks: list[BlockSummary] = []
         self.unroll = 0
+        self.cur_unroll = 0  # auto-unroll step in effect at the current loop
 
     # -- statements
     def stmt(self, s):
@@ -277,8 +357,10 @@ class _Walker:
             tag = str(f.thread_binding.thread_tag)
             kind = tag.split(".")[0]  # blockIdx / threadIdx / vthread
         ann = f.annotations
+        outer_unroll = self.cur_unroll
         if "pragma_auto_unroll_max_step" in ann:
-            self.unroll = max(self.unroll, int(ann["pragma_auto_unroll_max_step"]))
+            self.cur_unroll = int(ann["pragma_auto_unroll_max_step"])
+            self.unroll = max(self.unroll, self.cur_unroll)
         opened = False
         unit_kind = "blockIdx" if self.gpu else "parallel"
         if kind == unit_kind:
@@ -309,6 +391,7 @@ class _Walker:
             self.region_threads[r] = threads
         self.stmt(f.body)
         self.loop_stack.pop()
+        self.cur_unroll = outer_unroll
         if opened:
             self.region_stack.pop()
 
@@ -330,8 +413,11 @@ class _Walker:
         # block var -> compiled binding over loop vars
         benv = {}
         useful = 1.0
+        reduce_vars: set = set()
         for iv, val in zip(blk.iter_vars, br.iter_values):
             benv[iv.var] = _compile(val, self.var_env)
+            if int(iv.iter_type) == 2:  # CommReduce: a reduction axis
+                _vars_of(benv[iv.var], reduce_vars)
             try:
                 useful *= int(iv.dom.extent)
             except (TypeError, ValueError):
@@ -341,12 +427,16 @@ class _Walker:
             work *= lp.extent
         store = blk.body
         ops = _count_ops(store.value)
-        vec = 0
-        for lp in reversed(loops):
-            if lp.kind == "vectorized":
-                vec = lp.extent
+        vec, vec_level = 0, -1
+        for j in range(len(loops) - 1, -1, -1):
+            if loops[j].kind == "vectorized":
+                vec, vec_level = loops[j].extent, j
                 break
         depth = len(loops)
+        reduce_level = 0
+        for j, vid in enumerate(var_ids):
+            if vid in reduce_vars and loops[j].extent > 1:
+                reduce_level = j + 1
         # Footprint at level k: loops k.. vary over their range, outer loops
         # are fixed at 0 (one execution of loop k's body).
         accesses = []
@@ -368,6 +458,23 @@ class _Walker:
                 nbytes *= d
             compiled.append((str(buf.name), str(buf.scope()), bits, is_write, nbytes, dims, shape))
         n_vars = self.n_vars
+        gathers, auto_vec = 0, 0
+        if vec_level >= 0:
+            # Accesses that do not move contiguously (or stay put) along the
+            # vector loop become gathers.
+            for _, _, _, is_write, _, dims, shape in compiled:
+                step = _stride_along(dims, _strides(shape), n_vars, var_ids[vec_level], vec)
+                if step is None or abs(step) > 1:
+                    gathers += 1
+        elif not self.gpu:
+            auto_vec = self._auto_vector(loops, var_ids, reduce_vars, compiled)
+        chain = 1
+        for j in range(reduce_level - 1, -1, -1):
+            if loops[j].extent == 1:
+                continue
+            if var_ids[j] not in reduce_vars:
+                break
+            chain *= loops[j].extent
         for name, scope, bits, is_write, nbytes, dims, shape in compiled:
             fps = []
             for k in range(depth + 1):
@@ -399,7 +506,45 @@ class _Walker:
         self.blocks.append(BlockSummary(
             name=str(blk.name_hint), region=region, loops=tuple(loops), work_points=work,
             useful_points=useful, ops_per_point=ops, vector_extent=vec, dtype_bits=store_bits,
-            accesses=tuple(accesses)))
+            accesses=tuple(accesses), reduce_level=reduce_level, vector_gathers=gathers,
+            auto_vector_extent=auto_vec, chain_length=float(chain if reduce_level else 0)))
+
+    def _auto_vector(self, loops, var_ids, reduce_vars, compiled) -> int:
+        """Extent LLVM vectorizes by itself in a block with no vectorized loop.
+
+        Candidates: the innermost loop of extent > 1 (LLVM's loop vectorizer)
+        and every loop inside the auto-unrolled tail of the nest (the SLP
+        vectorizer packs unrolled copies). A candidate is a serial or
+        unrolled non-reduction loop along which every read is contiguous or
+        invariant and every write contiguous. Returns the largest such
+        extent (0 if none).
+        """
+        depth = len(loops)
+        cands = []
+        for j in range(depth - 1, -1, -1):
+            if loops[j].extent > 1:
+                cands.append(j)
+                break
+        steps = 1
+        for j in range(depth - 1, -1, -1):
+            steps *= loops[j].extent
+            if steps > max(1, self.cur_unroll):
+                break
+            if j not in cands and loops[j].extent > 1:
+                cands.append(j)
+        best = 0
+        for j in cands:
+            if loops[j].kind not in ("serial", "unrolled") or var_ids[j] in reduce_vars or loops[j].extent <= best:
+                continue
+            ok = True
+            for _, _, _, is_write, _, dims, shape in compiled:
+                step = _stride_along(dims, _strides(shape), self.n_vars, var_ids[j], loops[j].extent)
+                if step is None or abs(step) > 1 or (is_write and step == 0):
+                    ok = False
+                    break
+            if ok:
+                best = loops[j].extent
+        return best
 
 
 def _shared_allocations(w: _Walker) -> None:
