@@ -457,6 +457,18 @@ def test_transfer_gives_every_other_task_with_its_own_context(logs):
     assert all(t.spearman == 0.0 and t.pairwise_accuracy == pytest.approx(0.5) for t in report.tasks)
 
 
+def test_only_scores_the_named_task_but_transfers_from_all(logs):
+    root, _ = logs
+    tasks = rp.load_tasks(root)
+    _SpyModel.log = []
+    report = rp.ReplayEvaluator(transfer=True, shots=2).evaluate(
+        tasks, lambda t: _SpyModel(t.name), model_name="spy", only=["mm48"])
+    assert [t.task for t in report.tasks] == ["mm48"]
+    # mm32 was not scored, but its records trained mm48's model
+    assert {name for name, _, _ in _SpyModel.log} == {"mm48"}
+    assert ("mm48", [32, 32], N_RECORDS) in _SpyModel.log
+
+
 def test_make_model_names_and_pretrained():
     assert type(rp.make_model("xgb", seed=1)).__name__ == "XGBModel"
     assert type(rp.make_model("random", seed=1)).__name__ == "SeededRandomModel"

@@ -888,9 +888,17 @@ class ReplayEvaluator:
         return np.sort(rng.choice(len(task.records), size=k, replace=False))
 
     def evaluate(
-        self, tasks: Sequence[Task], model_factory: Callable[[Task], Any], *, model_name: str = "model"
+        self,
+        tasks: Sequence[Task],
+        model_factory: Callable[[Task], Any],
+        *,
+        model_name: str = "model",
+        only: Sequence[str] | None = None,
     ) -> ReplayReport:
         """Score a fresh model (``model_factory(task)``) on every task.
+
+        ``only``: names of the tasks to score (default all); the others still
+        serve as the training pool of ``transfer``.
 
         Returns
         -------
@@ -917,7 +925,7 @@ class ReplayEvaluator:
         metrics: list[TaskMetrics] = []
         predictions: list[dict] = []
         searches: dict[str, SearchResult] = {}
-        rows: Iterable = range(len(tasks))
+        rows: Iterable = [i for i, t in enumerate(tasks) if only is None or t.name in only]
         if self.progress:
             from tqdm import tqdm
 
