@@ -467,7 +467,7 @@ class _Walker:
                 if step is None or abs(step) > 1:
                     gathers += 1
         elif not self.gpu:
-            auto_vec = self._auto_vector(loops, var_ids, reduce_vars, compiled)
+            auto_vec = self._auto_vector(loops, var_ids, reduce_vars, reduce_level, compiled)
         chain = 1
         for j in range(reduce_level - 1, -1, -1):
             if loops[j].extent == 1:
@@ -509,12 +509,14 @@ class _Walker:
             accesses=tuple(accesses), reduce_level=reduce_level, vector_gathers=gathers,
             auto_vector_extent=auto_vec, chain_length=float(chain if reduce_level else 0)))
 
-    def _auto_vector(self, loops, var_ids, reduce_vars, compiled) -> int:
+    def _auto_vector(self, loops, var_ids, reduce_vars, reduce_level, compiled) -> int:
         """Extent LLVM vectorizes by itself in a block with no vectorized loop.
 
         Candidates: the innermost loop of extent > 1 (LLVM's loop vectorizer)
-        and every loop inside the auto-unrolled tail of the nest (the SLP
-        vectorizer packs unrolled copies). A candidate is a serial or
+        and every loop inside the auto-unrolled tail of the nest that is also
+        inside the innermost reduction loop (the SLP vectorizer packs the
+        unrolled copies of independent accumulators; copies outside the
+        reduction loop are separated by its chain). A candidate is a serial or
         unrolled non-reduction loop along which every read is contiguous or
         invariant and every write contiguous. Returns the largest such
         extent (0 if none).
@@ -528,7 +530,7 @@ class _Walker:
         steps = 1
         for j in range(depth - 1, -1, -1):
             steps *= loops[j].extent
-            if steps > max(1, self.cur_unroll):
+            if steps > max(1, self.cur_unroll) or j < reduce_level:
                 break
             if j not in cands and loops[j].extent > 1:
                 cands.append(j)
