@@ -8,6 +8,10 @@ measured latency. Writes a JSON of every pair and a predicted-vs-measured
 scatter plot.
 
     python scripts/validate_analytical.py --workload R18:1 -n 40 --out benchmarks/validate
+
+``--reuse-measurements`` re-estimates the schedules of an earlier run with
+the current model without measuring again: sampling is deterministic for a
+seed, and each schedule's structural hash in the JSON must match.
 """
 
 from __future__ import annotations
@@ -26,9 +30,12 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/validate")
+    ap.add_argument("--reuse-measurements", action="store_true",
+                    help="keep the measured latencies of OUT/WORKLOAD.json (schedules checked by hash)")
     args = ap.parse_args()
 
     import tvm
+    import tvm_ffi
     from scipy.stats import kendalltau, spearmanr
 
     from tvm_latmodel.hardware import HardwareSpec
@@ -43,15 +50,26 @@ def main() -> int:
     hw = HardwareSpec.from_target(target)
     schedules = sample_schedules(get_workload(args.workload), target, args.n, seed=args.seed)
     est = [estimate(summarize(s.mod, "cpu"), hw).latency_s for s in schedules]
-    meas = measure_schedules(schedules, target)
+    hashes = [str(tvm_ffi.structural_hash(s.mod)) for s in schedules]
+    stem = os.path.join(args.out, args.workload.replace(":", "_"))
+    if args.reuse_measurements:
+        with open(stem + ".json") as f:
+            old = json.load(f)
+        old_hashes = [p.get("schedule_hash") for p in old["pairs"]]
+        if old.get("target") != str(target) or old_hashes != hashes:
+            raise SystemExit(f"{stem}.json: its schedules or target differ from this sampling "
+                             f"(seed {args.seed}, n {args.n}); measure again without --reuse-measurements")
+        meas = [p["measured_s"] for p in old["pairs"]]
+    else:
+        meas = measure_schedules(schedules, target)
     ok = [i for i, m in enumerate(meas) if m is not None]
     rho = float(spearmanr([est[i] for i in ok], [meas[i] for i in ok])[0])
     tau = float(kendalltau([est[i] for i in ok], [meas[i] for i in ok])[0])
     os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, args.workload.replace(":", "_"))
     doc = {"workload": args.workload, "target": str(target), "tvm": tvm.__version__, "hardware": hw.name,
            "samples": len(schedules), "measured": len(ok), "spearman": rho, "kendall": tau,
-           "pairs": [{"estimate_s": est[i], "measured_s": meas[i]} for i in range(len(schedules))]}
+           "pairs": [{"estimate_s": est[i], "measured_s": meas[i], "schedule_hash": hashes[i]}
+                     for i in range(len(schedules))]}
     json.dump(doc, open(stem + ".json", "w"), indent=1)
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
