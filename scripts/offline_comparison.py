@@ -154,6 +154,7 @@ def write_plots(out: str, settings, results: dict, task_names: list[str]) -> Non
 
 
 def main() -> int:
+    global MODELS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="+")
     ap.add_argument("--shots", nargs="+", type=int, default=[0, 16, 32, 64])
@@ -166,7 +167,6 @@ def main() -> int:
 
     from tvm_latmodel.replay import load_tasks
 
-    global MODELS
     MODELS = tuple(args.models)
     tasks = load_tasks(args.logs, progress=True)
     names = [t.name for t in tasks]
