@@ -354,17 +354,14 @@ def _unit_level(block: BlockSummary, gpu: bool) -> int:
 
 def _cpu_efficiency(b: BlockSummary, lanes: int) -> float:
     """Fraction of a core's peak one CPU block reaches: lanes x chains x spills."""
-    if b.vector_extent > 1:
-        vec = b.vector_extent
-        eff = gather_efficiency(lanes, b.vector_gathers) if b.vector_gathers else lane_efficiency(vec, lanes)
-        if b.vector_gathers:
-            vec = 1
+    if b.vector_extent > 1 and b.vector_gathers:
+        vec, eff = 1, gather_efficiency(lanes, b.vector_gathers)  # runs lane by lane
+    elif b.vector_extent > 1:
+        vec, eff = b.vector_extent, lane_efficiency(b.vector_extent, lanes)
     elif b.auto_vector_extent > 1:
-        vec = b.auto_vector_extent
-        eff = auto_vector_efficiency(vec, lanes)
+        vec, eff = b.auto_vector_extent, auto_vector_efficiency(b.auto_vector_extent, lanes)
     else:
-        vec = 1
-        eff = 1.0 / lanes
+        vec, eff = 1, 1.0 / lanes
     if b.reduce_level > 0 and b.ops_per_point > 0:
         # Accumulator vectors in registers; the out-of-order window also
         # overlaps the chains of the next accumulators when each takes only

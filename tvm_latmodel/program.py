@@ -456,14 +456,14 @@ class _Walker:
             nbytes = float(max(1, bits // 8))
             for d in shape:
                 nbytes *= d
-            compiled.append((str(buf.name), str(buf.scope()), bits, is_write, nbytes, dims, shape))
+            compiled.append((str(buf.name), str(buf.scope()), bits, is_write, nbytes, dims, shape, _strides(shape)))
         n_vars = self.n_vars
         gathers, auto_vec = 0, 0
         if vec_level >= 0:
             # Accesses that do not move contiguously (or stay put) along the
             # vector loop become gathers.
-            for _, _, _, is_write, _, dims, shape in compiled:
-                step = _stride_along(dims, _strides(shape), n_vars, var_ids[vec_level], vec)
+            for _, _, _, _, _, dims, _, strides in compiled:
+                step = _stride_along(dims, strides, n_vars, var_ids[vec_level], vec)
                 if step is None or abs(step) > 1:
                     gathers += 1
         elif not self.gpu:
@@ -475,7 +475,7 @@ class _Walker:
             if var_ids[j] not in reduce_vars:
                 break
             chain *= loops[j].extent
-        for name, scope, bits, is_write, nbytes, dims, shape in compiled:
+        for name, scope, bits, is_write, nbytes, dims, shape, _ in compiled:
             fps = []
             for k in range(depth + 1):
                 ranges = [(0, 0)] * n_vars
@@ -539,8 +539,8 @@ class _Walker:
             if loops[j].kind not in ("serial", "unrolled") or var_ids[j] in reduce_vars or loops[j].extent <= best:
                 continue
             ok = True
-            for _, _, _, is_write, _, dims, shape in compiled:
-                step = _stride_along(dims, _strides(shape), self.n_vars, var_ids[j], loops[j].extent)
+            for _, _, _, is_write, _, dims, _, strides in compiled:
+                step = _stride_along(dims, strides, self.n_vars, var_ids[j], loops[j].extent)
                 if step is None or abs(step) > 1 or (is_write and step == 0):
                     ok = False
                     break
