@@ -64,10 +64,10 @@ def mean_metrics(results: list[dict]) -> dict:
     return {k: float(np.mean([r["metrics"][k] for r in results])) for k in KEYS}
 
 
-def write_tables(out: str, settings, results: dict, task_names: list[str]) -> str:
+def write_tables(out: str, settings, models, results: dict, task_names: list[str]) -> str:
     lines = ["| setting | model | " + " | ".join(KEYS) + " |", "|---|---|" + "---|" * len(KEYS)]
     for shots, transfer in settings:
-        for model in MODELS:
+        for model in models:
             rs = [results[(model, shots, transfer, t)] for t in task_names]
             m = mean_metrics(rs)
             label = f"{shots} shots" + (" + transfer" if transfer else "")
@@ -76,7 +76,7 @@ def write_tables(out: str, settings, results: dict, task_names: list[str]) -> st
     lines.append(f"\nMeans over {len(task_names)} tasks: {', '.join(task_names)}.\n")
     for key in ("spearman", "top5_score", "trials_to_5pct"):
         lines.append(f"\n**{key} per task**\n")
-        cols = [(s, tr, m) for s, tr in settings for m in MODELS]
+        cols = [(s, tr, m) for s, tr in settings for m in models]
         lines.append("| task | " + " | ".join(f"{m}@{s}{'T' if tr else ''}" for s, tr, m in cols) + " |")
         lines.append("|---|" + "---|" * len(cols))
         for t in task_names:
@@ -89,7 +89,7 @@ def write_tables(out: str, settings, results: dict, task_names: list[str]) -> st
     return table
 
 
-def write_plots(out: str, settings, results: dict, task_names: list[str]) -> None:
+def write_plots(out: str, settings, models, results: dict, task_names: list[str]) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -98,7 +98,7 @@ def write_plots(out: str, settings, results: dict, task_names: list[str]) -> Non
     FigureCanvasAgg(fig)
     for i, key in enumerate(KEYS):
         ax = fig.add_subplot(1, len(KEYS), i + 1)
-        for model in MODELS:
+        for model in models:
             ys = [mean_metrics([results[(model, s, False, t)] for t in task_names])[key] for s in plain]
             ax.plot(plain, ys, marker="o", label=model)
         ax.set_xlabel("shots per task")
@@ -111,7 +111,7 @@ def write_plots(out: str, settings, results: dict, task_names: list[str]) -> Non
     FigureCanvasAgg(fig)
     for i, shots in enumerate(plain):
         ax = fig.add_subplot(1, len(plain), i + 1)
-        for model in MODELS:
+        for model in models:
             curves = []
             for t in task_names:
                 r = results[(model, shots, False, t)]
@@ -138,7 +138,7 @@ def write_plots(out: str, settings, results: dict, task_names: list[str]) -> Non
         series = [("analytical", plain[0], "tab:blue"), ("hybrid", plain[-1], "tab:orange"),
                   ("xgb", plain[-1], "tab:green")]
         for model, shots, color in series:
-            if model not in MODELS:
+            if model not in models:
                 continue
             r = results[(model, shots, False, t)]
             meas = np.array([p["measured_s"] for p in r["predictions"]])
@@ -154,7 +154,6 @@ def write_plots(out: str, settings, results: dict, task_names: list[str]) -> Non
 
 
 def main() -> int:
-    global MODELS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="+")
     ap.add_argument("--shots", nargs="+", type=int, default=[0, 16, 32, 64])
@@ -167,14 +166,14 @@ def main() -> int:
 
     from tvm_latmodel.replay import load_tasks
 
-    MODELS = tuple(args.models)
+    models = tuple(args.models)
     tasks = load_tasks(args.logs, progress=True)
     names = [t.name for t in tasks]
     cache = args.cache or os.path.join(args.out, "cache")
     os.makedirs(cache, exist_ok=True)
     settings = [(s, False) for s in args.shots] + ([] if args.no_transfer else [(0, True)])
     results: dict = {}
-    todo = [(m, s, tr, t) for s, tr in settings for m in MODELS for t in tasks]
+    todo = [(m, s, tr, t) for s, tr in settings for m in models for t in tasks]
     for i, (model, shots, transfer, task) in enumerate(todo):
         path = os.path.join(cache, f"{model}-{_setting_name(shots, transfer, len(tasks))}-seed{args.seed}-{task.name}.json")
         if os.path.exists(path):
@@ -194,8 +193,8 @@ def main() -> int:
         json.dump({"logs": args.logs, "seed": args.seed, "tasks": names,
                    "results": [{k: v for k, v in r.items() if k != "predictions"} for r in results.values()]},
                   f, indent=1)
-    print(write_tables(args.out, settings, results, names))
-    write_plots(args.out, settings, results, names)
+    print(write_tables(args.out, settings, models, results, names))
+    write_plots(args.out, settings, models, results, names)
     return 0
 
 

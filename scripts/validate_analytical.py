@@ -53,6 +53,8 @@ def main() -> int:
     hashes = [str(tvm_ffi.structural_hash(s.mod)) for s in schedules]
     stem = os.path.join(args.out, args.workload.replace(":", "_"))
     if args.reuse_measurements:
+        if not os.path.exists(stem + ".json"):
+            raise SystemExit(f"{stem}.json: no earlier run to reuse; measure first without --reuse-measurements")
         with open(stem + ".json") as f:
             old = json.load(f)
         old_hashes = [p.get("schedule_hash") for p in old["pairs"]]
