@@ -7,10 +7,17 @@ trials are searched with TVM's random cost model (a pool that spans bad and
 good schedules), the second half with TVM's XGBModel, seeded by what the
 database already holds (model-guided, so the pool also has good schedules).
 
+With ``--pool space`` (used for ``MORE_RECORDED_WORKLOADS``) no model shapes
+the pool: the first half are random samples of MetaSchedule's design space
+(``sampling.sample_schedules``, measured with the same LocalBuilder/
+LocalRunner), the second half MetaSchedule's evolutionary search driven by
+TVM's random cost model.
+
 Re-running continues where it stopped: a workload whose record file already
 has the requested count is skipped.
 
     nice -n 19 python scripts/record_logs.py --trials 128
+    nice -n 5 python scripts/record_logs.py --pool space --trials 64 --more
 """
 
 from __future__ import annotations
@@ -37,28 +44,50 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=128)
     ap.add_argument("--workloads", nargs="*", default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--pool", choices=("random-xgb", "space"), default="random-xgb",
+                    help="random-xgb: random-model search then XGBModel search (the first 13 logs); "
+                         "space: design-space samples then random-model search (no model shapes the pool)")
+    ap.add_argument("--more", action="store_true", help="record MORE_RECORDED_WORKLOADS")
     args = ap.parse_args()
 
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    from tvm_latmodel.measure import local_builder, local_runner
+    from tvm_latmodel.measure import local_builder, local_runner, measure_schedules
+    from tvm_latmodel.sampling import sample_schedules
     from tvm_latmodel.targets import host_target
-    from tvm_latmodel.workloads import RECORDED_WORKLOADS, get_workload
+    from tvm_latmodel.workloads import MORE_RECORDED_WORKLOADS, RECORDED_WORKLOADS, get_workload
 
     target = host_target()
-    names = args.workloads or RECORDED_WORKLOADS
+    names = args.workloads or (MORE_RECORDED_WORKLOADS if args.more else RECORDED_WORKLOADS)
     half = args.trials // 2
+    phases = (("random", "random", half), ("xgb", "xgb", args.trials))
+    if args.pool == "space":
+        phases = (("space", None, half), ("random", "random", args.trials))
     for name in names:
         work_dir = os.path.join(args.out, name.replace(":", "_"))
         os.makedirs(work_dir, exist_ok=True)
-        for phase, cost_model, upto in (("random", "random", half), ("xgb", "xgb", args.trials)):
+        for phase, cost_model, upto in phases:
             have = count_records(work_dir)
             if have >= upto:
                 continue
             todo = upto - have
             t0 = time.time()
             print(f"[record] {name}: {have} records, {phase} phase for {todo} more", file=sys.stderr, flush=True)
+            if phase == "space":
+                mod = get_workload(name)
+                schedules = sample_schedules(mod, target, todo, seed=args.seed + have + 1)
+                secs = measure_schedules(schedules, target, progress=False)
+                db = ms.database.JSONDatabase(work_dir=work_dir)
+                workload = db.commit_workload(mod)
+                args_info = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+                for sch, s in zip(schedules, secs):
+                    # A failed build or run is kept as MetaSchedule keeps it (1e10 s).
+                    db.commit_tuning_record(ms.database.TuningRecord(
+                        sch.trace, workload, [s if s is not None else 1e10], target, args_info))
+                print(f"[record] {name}: now {count_records(work_dir)} records ({time.time() - t0:.0f}s)",
+                      file=sys.stderr, flush=True)
+                continue
             ms.tune_tir(
                 mod=get_workload(name),
                 target=target,

@@ -170,8 +170,7 @@ def reference_spec(name: str) -> dict | None:
     configs = _configs()
     if fam not in configs:
         return None
-    fn, shapes = configs[fam]
-    args = shapes[int(idx) if idx else 0]
+    fn, args = configs[fam][int(idx) if idx else 0]
     return reference_spec_for(op, fn, args)
 
 
