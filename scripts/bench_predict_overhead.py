@@ -28,7 +28,7 @@ def main() -> int:
     import numpy as np
     from tvm.s_tir import meta_schedule as ms
 
-    from tvm_latmodel.cost_model import HybridCostModel
+    from tvm_latmodel.model.cost_model import HybridCostModel
     from tvm_latmodel.sampling import make_context, sample_schedules
     from tvm_latmodel.targets import host_target
     from tvm_latmodel.workloads import get_workload

@@ -24,8 +24,9 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/objectives.json")
     args = ap.parse_args()
 
-    from tvm_latmodel.cost_model import HybridCostModel
-    from tvm_latmodel.replay import ReplayEvaluator, load_tasks, make_model
+    from tvm_latmodel.model.cost_model import HybridCostModel
+    from tvm_latmodel.model.registry import make_model
+    from tvm_latmodel.replay import ReplayEvaluator, load_tasks
 
     tasks = load_tasks(args.logs)
     factories = {

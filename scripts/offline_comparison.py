@@ -43,7 +43,8 @@ def _setting_name(shots: int, transfer: bool, n_tasks: int) -> str:
 
 
 def run_one(tasks, task, model: str, shots: int, transfer: bool, seed: int) -> dict:
-    from tvm_latmodel.replay import ReplayEvaluator, make_model
+    from tvm_latmodel.model.registry import make_model
+    from tvm_latmodel.replay import ReplayEvaluator
 
     ev = ReplayEvaluator(shots=shots, transfer=transfer, seed=seed)
     t0 = time.time()

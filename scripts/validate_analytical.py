@@ -40,8 +40,8 @@ def main() -> int:
 
     from tvm_latmodel.hardware import HardwareSpec
     from tvm_latmodel.measure import measure_schedules
-    from tvm_latmodel.modes import estimate
-    from tvm_latmodel.program import summarize
+    from tvm_latmodel.model.modes import estimate
+    from tvm_latmodel.model.program import summarize
     from tvm_latmodel.sampling import sample_schedules
     from tvm_latmodel.targets import host_target
     from tvm_latmodel.workloads import get_workload

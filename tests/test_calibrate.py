@@ -1,4 +1,4 @@
-"""Tests for tvm_latmodel.calibrate, the ``calibrate`` subcommand and HardwareSpec.load errors."""
+"""Tests for tvm_latmodel.hardware.calibrate, the ``calibrate`` subcommand and HardwareSpec.load errors."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from tvm_latmodel import calibrate_commands, cli
-from tvm_latmodel.calibrate import (
+from tvm_latmodel.cli import calibrate as calibrate_commands, main as cli
+from tvm_latmodel.hardware.calibrate import (
     CalibrationWarning,
     calibrate_host,
     check_host_target,
@@ -115,7 +115,7 @@ def _calibrate_parser():
 
 
 def test_cli_registers_calibrate():
-    assert "tvm_latmodel.calibrate_commands" in cli._SUBCOMMAND_MODULES
+    assert "tvm_latmodel.cli.calibrate" in cli._SUBCOMMAND_MODULES
 
 
 @pytest.mark.slow
@@ -187,7 +187,7 @@ def test_kernels_compute_what_they_time():
     import numpy as np
     import tvm
 
-    from tvm_latmodel.calibrate import _fma_func, _launch_func, _stream_func
+    from tvm_latmodel.hardware.calibrate import _fma_func, _launch_func, _stream_func
 
     rng = np.random.default_rng(0)
     cores, chunks, unroll, lanes, repeats, depth, rows = 2, 3, 4, 8, 5, 7, 3

@@ -3,7 +3,7 @@
 import json
 import os
 
-from tvm_latmodel.cli import main
+from tvm_latmodel.cli.main import main
 
 LOGS = os.path.join(os.path.dirname(__file__), "..", "tuning_logs", "cpu", "C1D_0")
 
@@ -39,7 +39,7 @@ def test_explain_on_a_gpu_preset(capsys):
 
 
 def test_train_on_a_committed_log_gives_a_pretrained_model(tmp_path, capsys):
-    from tvm_latmodel.cost_model import HybridCostModel
+    from tvm_latmodel.model.cost_model import HybridCostModel
 
     out = tmp_path / "model.json"
     assert main(["train", LOGS, "-o", str(out)]) == 0

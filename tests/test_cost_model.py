@@ -10,8 +10,8 @@ import tvm
 from tvm import te
 from tvm.s_tir import meta_schedule as ms
 
-from tvm_latmodel.cost_model import HybridCostModel, valid_latency
-from tvm_latmodel.residual import ResidualModel
+from tvm_latmodel.model.cost_model import HybridCostModel, valid_latency
+from tvm_latmodel.model.residual import ResidualModel
 from tvm_latmodel.sampling import make_context, sample_schedules
 
 TARGET = tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2})

@@ -17,8 +17,8 @@ from tvm import te
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.testing import te_workload
 
-from tvm_latmodel import gpu_bundle
-from tvm_latmodel.gpu_bundle import (
+from tvm_latmodel.gpu import bundle as gpu_bundle
+from tvm_latmodel.gpu.bundle import (
     launch_plan,
     load_bundle,
     make_bundle,
@@ -27,7 +27,7 @@ from tvm_latmodel.gpu_bundle import (
     save_bundle,
     structural_hash_hex,
 )
-from tvm_latmodel.gpu_import import import_results, rebuild_schedule
+from tvm_latmodel.gpu.importer import import_results, rebuild_schedule
 from tvm_latmodel.targets import cuda_target
 from tvm_latmodel.workloads import RECORDED_WORKLOADS, get_workload
 
@@ -392,7 +392,7 @@ def test_import_rejects_foreign_results(bundle_path, tmp_path):
 
 
 def test_cli_parsers_are_registered():
-    from tvm_latmodel.cli import build_parser
+    from tvm_latmodel.cli.main import build_parser
 
     parser = build_parser()
     args = parser.parse_args(["gpu-bundle", "--workloads", "GMM:0", "-o", "b.json.gz"])
@@ -405,7 +405,7 @@ def test_cli_parsers_are_registered():
 def test_bundle_target_caps_static_shared_memory():
     import tvm
 
-    from tvm_latmodel.gpu_commands import cap_shared_memory
+    from tvm_latmodel.cli.gpu import cap_shared_memory
 
     # a user's JSON target with the H200's dynamic limit (227 KiB)
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_90", "max_shared_memory_per_block": 232448})
@@ -416,10 +416,10 @@ def test_bundle_target_caps_static_shared_memory():
 
 
 def test_model_picks_are_the_analytical_best_of_their_pool(target):
-    from tvm_latmodel.gpu_commands import model_picks
+    from tvm_latmodel.cli.gpu import model_picks
     from tvm_latmodel.hardware import HardwareSpec
-    from tvm_latmodel.modes import estimate
-    from tvm_latmodel.program import summarize
+    from tvm_latmodel.model.modes import estimate
+    from tvm_latmodel.model.program import summarize
     from tvm_latmodel.sampling import sample_schedules
     from tvm_latmodel.workloads import get_workload
 

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from tvm_latmodel.hardware import HardwareSpec, MemoryLevel
-from tvm_latmodel.modes import (
+from tvm_latmodel.model.modes import (
     auto_vector_efficiency,
     cache_traffic_bytes,
     chain_efficiency,
@@ -20,7 +20,7 @@ from tvm_latmodel.modes import (
     warm_in_last_cache,
     wave_quantization,
 )
-from tvm_latmodel.program import Access, BlockSummary, Loop, ProgramSummary, Region
+from tvm_latmodel.model.program import Access, BlockSummary, Loop, ProgramSummary, Region
 
 
 def cpu(cores=4, vector_bits=512, peak=400.0):

@@ -5,8 +5,8 @@ import tvm
 from tvm import te
 
 from tvm_latmodel.hardware import HardwareSpec
-from tvm_latmodel.modes import estimate
-from tvm_latmodel.program import SummaryError, summarize
+from tvm_latmodel.model.modes import estimate
+from tvm_latmodel.model.program import SummaryError, summarize
 from tvm_latmodel.sampling import sample_schedules
 from tvm_latmodel.targets import cuda_target
 from tvm_latmodel.workloads import RECORDED_WORKLOADS, get_workload

@@ -26,7 +26,8 @@ from tvm import te  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 from tvm_latmodel import replay as rp  # noqa: E402
-from tvm_latmodel import replay_commands  # noqa: E402
+from tvm_latmodel.model.registry import make_model  # noqa: E402
+from tvm_latmodel.cli import replay as replay_commands  # noqa: E402
 
 TARGET = {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 4}
 N_RECORDS = 14
@@ -326,14 +327,14 @@ def test_empty_database_and_no_database_are_errors(logs, tmp_path):
 
 
 def test_cli_error_for_path_without_database(tmp_path, capsys):
-    from tvm_latmodel import cli
+    from tvm_latmodel.cli import main as cli
 
     (tmp_path / "x").mkdir()
     parser = _parser()
     args = parser.parse_args(["replay", str(tmp_path / "x"), "--model", "random"])
     with pytest.raises(ValueError, match="no MetaSchedule tuning database"):
         args.func(args)
-    assert "tvm_latmodel.replay_commands" in cli._SUBCOMMAND_MODULES
+    assert "tvm_latmodel.cli.replay" in cli._SUBCOMMAND_MODULES
 
 
 # ---------------------------------------------------------------------------
@@ -470,12 +471,12 @@ def test_only_scores_the_named_task_but_transfers_from_all(logs):
 
 
 def test_make_model_names_and_pretrained():
-    assert type(rp.make_model("xgb", seed=1)).__name__ == "XGBModel"
-    assert type(rp.make_model("random", seed=1)).__name__ == "SeededRandomModel"
+    assert type(make_model("xgb", seed=1)).__name__ == "XGBModel"
+    assert type(make_model("random", seed=1)).__name__ == "SeededRandomModel"
     with pytest.raises(ValueError, match="unknown model"):
-        rp.make_model("nope")
+        make_model("nope")
     with pytest.raises(ValueError, match="pretrained"):
-        rp.make_model("xgb", pretrained="model.tar")
+        make_model("xgb", pretrained="model.tar")
 
 
 @pytest.mark.parametrize("name", ["hybrid", "analytical"])

@@ -3,11 +3,12 @@ and runner (the same path ``ms.tune_tir`` measures with)."""
 
 from __future__ import annotations
 
-import math
 import sys
 
 import tvm
 from tvm.s_tir import meta_schedule as ms
+
+from .latency import valid_latency
 
 
 def _worker_init() -> None:
@@ -66,11 +67,7 @@ def measure_schedules(
         results: list[float | None] = [None] * len(chunk)
         for i, fut in zip(slots, runner.run(inputs)):
             r = fut.result()
-            if r.error_msg is None and r.run_secs:
-                secs = [float(x) for x in r.run_secs]
-                mean = sum(secs) / len(secs)
-                if math.isfinite(mean) and 0 < mean < 1e9:
-                    results[i] = mean
+            results[i] = valid_latency(r)
         out.extend(results)
         if bar is not None:
             bar.update(len(chunk))

@@ -72,6 +72,9 @@ def sample_schedules(
         sch = tvm.s_tir.Schedule(ctx.mod, seed=int(rng.integers(1, 2**31 - 1)))
         try:
             tvm.s_tir.schedule.Trace(trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+            # Mark where the postprocessors start, as MetaSchedule's search does,
+            # so the trace can seed a later search (which strips them again).
+            sch.enter_postproc()
             ok = all(p.apply(sch) for p in postprocs)
         except (RuntimeError, ValueError):  # TVM raises RuntimeError subclasses
             ok = False

@@ -57,7 +57,7 @@ class TuneReport:
 
 def read_records(work_dir: str) -> list[float | None]:
     """Mean run_secs of each record line in trial order (None: failed)."""
-    from .cost_model import FAILED_SENTINEL_S
+    from .latency import mean_latency_s
 
     path = os.path.join(work_dir, "database_tuning_record.json")
     out: list[float | None] = []
@@ -69,11 +69,9 @@ def read_records(work_dir: str) -> list[float | None]:
                 continue
             try:
                 secs = json.loads(line)[1][1]
-                vals = [float(s) for s in secs] if secs else []
-                mean = sum(vals) / len(vals) if vals else math.nan
             except (ValueError, TypeError, IndexError):
-                mean = math.nan
-            out.append(mean if math.isfinite(mean) and 0 < mean < FAILED_SENTINEL_S else None)
+                secs = None
+            out.append(mean_latency_s(secs))
     return out
 
 
@@ -102,10 +100,10 @@ def tune_workload(
         A ready cost model instance (overrides ``cost_model``/``pretrained``).
     Other parameters: see the module docstring and ``tvm-latmodel tune --help``.
     """
-    from .commands import load_hardware
+    from .hardware import load_hardware
     from .measure import local_builder, local_runner
-    from .modes import estimate
-    from .program import summarize
+    from .model.modes import estimate
+    from .model.program import summarize
     from .sampling import sample_schedules
 
     if target.kind.name != "llvm":
@@ -117,7 +115,7 @@ def tune_workload(
         raise ValueError(f"--stop-within must be >= 0, got {stop_within}")
     hw = hardware if hardware is not None and not isinstance(hardware, str) else load_hardware(target, hardware)
     if model is None:
-        from .replay import make_model
+        from .model.registry import make_model
 
         model = make_model(cost_model, seed=seed, pretrained=pretrained, target=target)
         if hasattr(model, "hardware"):

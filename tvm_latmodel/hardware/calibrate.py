@@ -40,7 +40,7 @@ import warnings
 
 import numpy as np
 
-from .hardware import HardwareSpec, MemoryLevel
+from .spec import HardwareSpec, MemoryLevel
 
 __all__ = ["calibrate_host", "check_host_target", "enforce_monotonic_bandwidth", "CalibrationWarning"]
 
@@ -83,7 +83,7 @@ def check_host_target(target=None):
     """
     import tvm
 
-    from .targets import host_target, parse_target
+    from ..targets import host_target, parse_target
 
     if target is None:
         return host_target()

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .hardware import HardwareSpec
+from ..hardware import HardwareSpec
 from .program import BlockSummary, ProgramSummary, Region
 
 # Registers a CPU core keeps a tile in: 16 architectural vector registers.

@@ -33,16 +33,16 @@ import numpy as np
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from . import __version__
-from .fileformat import read_versioned_json
-from .hardware import HardwareSpec
+from .. import __version__
+from ..fileformat import read_versioned_json
+from ..hardware import HardwareSpec
+from ..latency import valid_latency
 from .modes import estimate
 from .program import summarize
 from .residual import ResidualModel
 
 MODEL_FORMAT = "tvm-latmodel-hybrid"
 MODEL_FORMAT_VERSION = 1
-FAILED_SENTINEL_S = 1e9  # MetaSchedule records failures as 1e10 s
 
 ANALYTICAL_FEATURES = ("log_latency_s", "log_compute_s", "log_memory_s", "log_overhead_s", "log_waves",
                        "wave_efficiency", "lane_efficiency", "padded_work_ratio", "memory_bound_fraction",
@@ -56,23 +56,6 @@ def analytical_features(terms: dict) -> list[float]:
             math.log1p(terms["waves"]), terms["wave_efficiency"], terms["lane_efficiency"],
             terms["padded_work_ratio"], terms["memory_bound_fraction"], terms["regions"],
             math.log1p(terms["units"]), terms["roofline_fraction"]]
-
-
-def valid_latency(result) -> float | None:
-    """Mean run time of a RunnerResult, or None for a failed measurement."""
-    if result is None or getattr(result, "error_msg", None) is not None:
-        return None
-    secs = getattr(result, "run_secs", None)
-    if not secs:
-        return None
-    try:
-        vals = [float(s) for s in secs]
-    except (TypeError, ValueError):
-        return None
-    mean = sum(vals) / len(vals)
-    if not math.isfinite(mean) or mean <= 0 or mean >= FAILED_SENTINEL_S:
-        return None
-    return mean
 
 
 def _target_family(target) -> str:

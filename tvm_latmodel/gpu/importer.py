@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from .gpu_bundle import load_bundle, structural_hash_hex, workload_of
+from ..latency import FAILURE_SENTINEL_S
+from .bundle import load_bundle, structural_hash_hex, workload_of
 
 RESULTS_FORMAT = "tvm-latmodel-gpu-results"
 RESULTS_VERSION = 1
-FAILED_RUN_SECS = 1e10
 FAILED_STATUSES = ("compile_error", "launch_error", "unsupported", "mismatch")
 
 
@@ -157,7 +157,7 @@ def import_results(
                 fails[status] = fails.get(status, 0) + 1
                 if failed == "skip":
                     continue
-                run_secs = [FAILED_RUN_SECS]
+                run_secs = [FAILURE_SENTINEL_S]
             else:  # skipped, or ok without times (should not happen)
                 skipped += 1
                 continue

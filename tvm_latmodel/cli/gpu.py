@@ -57,10 +57,10 @@ def model_picks(k: int, seed: int):
     """An ``extra_schedules`` hook: the ``k`` best of ``4k`` fresh samples by the analytical model."""
 
     def pick(mod, target, sampled):
-        from .hardware import HardwareSpec
-        from .modes import estimate
-        from .program import summarize
-        from .sampling import sample_schedules
+        from ..hardware import HardwareSpec
+        from ..model.modes import estimate
+        from ..model.program import summarize
+        from ..sampling import sample_schedules
 
         hw = HardwareSpec.from_target(target)
         pool = sample_schedules(mod, target, 4 * k, seed=seed + 7919)
@@ -80,7 +80,7 @@ def cap_shared_memory(target, limit_bytes: int):
     """
     import tvm
 
-    from .gpu_bundle import json_of_tvm
+    from ..gpu.bundle import json_of_tvm
 
     cfg = json_of_tvm(target.export())
     if limit_bytes and int(cfg.get("max_shared_memory_per_block", 0)) > limit_bytes:
@@ -95,9 +95,9 @@ def cap_shared_memory(target, limit_bytes: int):
 
 
 def _run_bundle(args) -> int:
-    from .gpu_bundle import make_bundle, save_bundle
-    from .targets import parse_target
-    from .workloads import get_workload
+    from ..gpu.bundle import make_bundle, save_bundle
+    from ..targets import parse_target
+    from ..workloads import get_workload
 
     names = [w.strip() for w in args.workloads.split(",") if w.strip()]
     if not names:
@@ -121,7 +121,7 @@ def _run_bundle(args) -> int:
 
 
 def _run_import(args) -> int:
-    from .gpu_import import import_results
+    from ..gpu.importer import import_results
 
     summary = import_results(args.bundle, args.results, args.output, failed=args.failed)
     print(json.dumps(summary.as_dict()))

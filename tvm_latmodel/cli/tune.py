@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .workloads import DEFAULT_WORKLOAD
+from ..workloads import DEFAULT_WORKLOAD
 
 
 def add_parser(sub) -> None:
@@ -40,9 +40,9 @@ def add_parser(sub) -> None:
 def _cmd_tune(args) -> int:
     import logging
 
-    from .targets import parse_target
-    from .tuning import tune_workload
-    from .workloads import get_workload
+    from ..targets import parse_target
+    from ..tuning import tune_workload
+    from ..workloads import get_workload
 
     # MetaSchedule logs a table per round at INFO; our progress bar and
     # report replace it (its full logs still go to WORK_DIR/logs).
@@ -74,9 +74,9 @@ def _cmd_tune(args) -> int:
 
 
 def _cmd_train(args) -> int:
-    from .cost_model import HybridCostModel
-    from .replay import load_tasks
-    from .sampling import make_context
+    from ..model.cost_model import HybridCostModel
+    from ..replay import load_tasks
+    from ..sampling import make_context
 
     tasks = load_tasks(args.logs, progress=True)
     families = {("gpu" if t.target.kind.name == "cuda" else "cpu") for t in tasks}

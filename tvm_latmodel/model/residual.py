@@ -24,8 +24,8 @@ import os
 
 import numpy as np
 
-from . import __version__
-from .fileformat import read_versioned_json
+from .. import __version__
+from ..fileformat import read_versioned_json
 
 RESIDUAL_FORMAT = "tvm-latmodel-residual"
 RESIDUAL_FORMAT_VERSION = 1

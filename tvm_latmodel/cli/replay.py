@@ -13,7 +13,7 @@ import warnings
 
 def add_parser(subparsers) -> None:
     """Add the ``replay`` subcommand to an argparse ``subparsers`` object."""
-    from .replay import MODEL_NAMES
+    from ..model.registry import MODEL_NAMES
 
     p = subparsers.add_parser(
         "replay",
@@ -55,7 +55,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 def run_replay(args) -> int:
     """Run the ``replay`` command. Returns the exit status."""
-    from .replay import ReplayWarning, format_table, plot_report, replay, write_dump
+    from ..replay import ReplayWarning, format_table, plot_report, replay, write_dump
 
     if args.shots < 0:
         raise ValueError(f"--shots must be >= 0, got {args.shots}")

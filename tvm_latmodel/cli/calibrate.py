@@ -53,8 +53,8 @@ def format_table(spec, default) -> str:
 
 def run_calibrate(args) -> int:
     """Run a calibration, print the table, write the spec. Returns the exit status."""
-    from .calibrate import calibrate_host, check_host_target
-    from .hardware import HardwareSpec
+    from ..hardware.calibrate import calibrate_host, check_host_target
+    from ..hardware import HardwareSpec
 
     target = check_host_target(args.target or "host")
     folder = os.path.dirname(os.path.abspath(args.output))

@@ -12,11 +12,11 @@ import sys
 
 # Modules that provide ``add_parser(subparsers)``; each sets ``func`` on its parser.
 _SUBCOMMAND_MODULES = [
-    "tvm_latmodel.commands",
-    "tvm_latmodel.tune_commands",
-    "tvm_latmodel.calibrate_commands",
-    "tvm_latmodel.gpu_commands",
-    "tvm_latmodel.replay_commands",
+    "tvm_latmodel.cli.explain",
+    "tvm_latmodel.cli.tune",
+    "tvm_latmodel.cli.calibrate",
+    "tvm_latmodel.cli.gpu",
+    "tvm_latmodel.cli.replay",
 ]
 
 

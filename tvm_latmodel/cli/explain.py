@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .workloads import DEFAULT_WORKLOAD
+from ..workloads import DEFAULT_WORKLOAD
 
 
 def add_parser(sub) -> None:
@@ -36,31 +36,20 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_workloads(args) -> int:
-    from .workloads import list_workloads
+    from ..workloads import list_workloads
 
     for name in list_workloads():
         print(name)
     return 0
 
 
-def load_hardware(target, path: str | None):
-    from .hardware import HardwareSpec
-
-    if path is None:
-        return HardwareSpec.from_target(target)
-    hw = HardwareSpec.load(path)
-    kind = "gpu" if target.kind.name == "cuda" else "cpu"
-    if hw.kind != kind:
-        raise ValueError(f"{path}: a {hw.kind} spec cannot describe the {target.kind.name} target")
-    return hw
-
-
 def _cmd_explain(args) -> int:
-    from .modes import estimate
-    from .program import summarize
-    from .sampling import sample_schedules
-    from .targets import parse_target
-    from .workloads import get_workload
+    from ..hardware import load_hardware
+    from ..model.modes import estimate
+    from ..model.program import summarize
+    from ..sampling import sample_schedules
+    from ..targets import parse_target
+    from ..workloads import get_workload
 
     target = parse_target(args.target)
     hw = load_hardware(target, args.hardware)
@@ -73,7 +62,7 @@ def _cmd_explain(args) -> int:
     ests = [estimate(summarize(s.mod, kind), hw) for s in schedules]
     measured = [None] * len(schedules)
     if args.measure:
-        from .measure import measure_schedules
+        from ..measure import measure_schedules
 
         measured = measure_schedules(schedules, target)
     order = sorted(range(len(ests)), key=lambda i: ests[i].latency_s)
@@ -128,9 +117,10 @@ def format_estimate(est, title: str = "") -> str:
 
 
 def _spearman(ests, measured) -> float:
-    from scipy.stats import spearmanr
+    """Spearman of the estimates' ranking with the measured latencies (NaN below 3 pairs)."""
+    from ..replay.metrics import spearman
 
     pairs = [(e.latency_s, m) for e, m in zip(ests, measured) if m is not None]
     if len(pairs) < 3:
         return float("nan")
-    return float(spearmanr([p[0] for p in pairs], [p[1] for p in pairs])[0])
+    return spearman([-p[0] for p in pairs], [p[1] for p in pairs])

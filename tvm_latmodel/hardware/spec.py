@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 from importlib import resources
 
-from . import __version__
+from .. import __version__
 
 SPEC_FORMAT = "tvm-latmodel-hardware"
 SPEC_FORMAT_VERSION = 1
@@ -31,7 +31,7 @@ SPEC_FORMAT_VERSION = 1
 
 def _load_presets() -> dict[str, dict]:
     out = {}
-    folder = resources.files("tvm_latmodel") / "hardware_presets"
+    folder = resources.files("tvm_latmodel.hardware") / "presets"
     for entry in folder.iterdir():
         if entry.name.endswith(".json"):
             data = json.loads(entry.read_text())
@@ -329,3 +329,15 @@ def _cpu_spec_from_target(target) -> "HardwareSpec":
         source="host" if is_host else "defaults",
         extra={"mcpu": mcpu, "freq_ghz": freq},
     )
+
+
+def load_hardware(target, path: str | None) -> HardwareSpec:
+    """The spec saved at ``path`` (checked against ``target``'s kind), or
+    :meth:`HardwareSpec.from_target` when ``path`` is None."""
+    if path is None:
+        return HardwareSpec.from_target(target)
+    hw = HardwareSpec.load(path)
+    kind = "gpu" if target.kind.name == "cuda" else "cpu"
+    if hw.kind != kind:
+        raise ValueError(f"{path}: a {hw.kind} spec cannot describe the {target.kind.name} target")
+    return hw

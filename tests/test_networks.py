@@ -1,0 +1,259 @@
+"""Whole networks: untuned build and run, stage labels, tasks, PyTorch twins.
+
+Each network's default configuration is built and run once (module cache);
+the tests below share those builds. About a minute on the 2-core machine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+import tvm_ffi
+from tvm.relax.frontend import nn
+from tvm.relax.frontend.nn import op
+from tvm.s_tir import meta_schedule as ms
+
+from tvm_latmodel.networks import (
+    MULTI_MODAL,
+    STAGES,
+    StageError,
+    StageModule,
+    build_and_run,
+    extract_stage_tasks,
+    fuse_network,
+    get_network,
+    list_networks,
+    make_network,
+)
+from tvm_latmodel.networks.inputs import InputSpec
+from tvm_latmodel.networks.layers import global_avg_pool
+from tvm_latmodel.targets import host_target
+
+NETWORKS = ["resnet18", "mobilenetv2", "avmnist", "mmimdb", "transfuser"]
+
+_BUILT: dict[str, dict] = {}
+
+
+def built(name: str) -> dict:
+    """The default network, fused, built and run once per test session."""
+    if name not in _BUILT:
+        network = get_network(name)
+        fused = fuse_network(network, host_target())
+        inputs = network.make_inputs(seed=0)
+        output, latency_s = build_and_run(fused, inputs=inputs, repeat=1)
+        _BUILT[name] = {
+            "network": network,
+            "fused": fused,
+            "inputs": inputs,
+            "output": output,
+            "latency_s": latency_s,
+        }
+    return _BUILT[name]
+
+
+def test_list_networks():
+    assert list_networks() == NETWORKS
+
+
+def test_unknown_network_lists_the_known_ones():
+    with pytest.raises(ValueError) as err:
+        get_network("vgg16")
+    message = str(err.value)
+    assert "vgg16" in message
+    for name in NETWORKS:
+        assert name in message
+
+
+def test_unknown_option_is_rejected():
+    with pytest.raises(ValueError, match="image_size"):
+        get_network("avmnist", image_sise=28)
+    with pytest.raises(ValueError, match="concat"):
+        get_network("mmimdb", fusion="sum")
+
+
+@pytest.mark.parametrize("name", NETWORKS)
+def test_default_network_builds_and_runs(name):
+    result = built(name)
+    network, output = result["network"], result["output"]
+    assert output.shape == network.output_shape
+    assert np.isfinite(output).all()
+    assert np.abs(output).max() > 0
+    assert result["latency_s"] > 0
+
+
+@pytest.mark.parametrize("name", NETWORKS)
+def test_every_kernel_and_task_has_a_stage(name):
+    result = built(name)
+    network, fused = result["network"], result["fused"]
+    expected = set(STAGES) if name in MULTI_MODAL else {"encoder", "head"}
+    assert set(network.binding_stages.values()) == expected
+    assert {kernel.stage for kernel in fused.kernels} == expected
+    for kernel in fused.kernels:
+        assert kernel.stage in kernel.stages
+        assert set(kernel.stages) <= set(STAGES)
+    tasks = extract_stage_tasks(fused)
+    assert {task.stage for task in tasks} == expected
+    assert sum(task.weight for task in tasks) == len(fused.kernels)
+
+
+@pytest.mark.parametrize("name", NETWORKS)
+def test_stage_tasks_split_metaschedules_tasks(name):
+    """Summed over stages, our tasks are exactly MetaSchedule's (same modules, same weights)."""
+    fused = built(name)["fused"]
+    ours: dict[int, int] = {}
+    modules: dict[int, tvm.IRModule] = {}
+    for task in extract_stage_tasks(fused):
+        ours[task.workload_hash] = ours.get(task.workload_hash, 0) + task.weight
+        modules[task.workload_hash] = task.mod
+    theirs = ms.relax_integration.extract_tasks(fused.module, fused.target)
+    assert len(theirs) == len(ours)
+    for task in theirs:
+        key = int(tvm_ffi.structural_hash(task.mod))
+        assert ours[key] == task.weight, task.task_name
+        assert tvm_ffi.structural_equal(modules[key], task.mod)
+
+
+def test_fusion_stage_is_the_concat_kernel():
+    """AV-MNIST: TVM fuses each encoder's flatten into the concat, charged to fusion."""
+    fused = built("avmnist")["fused"]
+    (fusion_kernel,) = [k for k in fused.kernels if k.stage == "fusion"]
+    assert "concatenate" in fusion_kernel.prim_func
+    assert fusion_kernel.stages == ("encoder", "fusion")
+    assert all("conv2d" not in k.prim_func for k in fused.kernels if k.stage != "encoder")
+    assert all("matmul" in k.prim_func for k in fused.kernels if k.stage == "head")
+    assert fused.stage_of(fusion_kernel.prim_func) == "fusion"
+
+
+def test_transfuser_interleaves_encoder_and_fusion_kernels():
+    fused = built("transfuser")["fused"]
+    stages = [kernel.stage for kernel in fused.kernels]
+    switches = sum(1 for a, b in zip(stages, stages[1:]) if a != b)
+    assert switches >= 8  # four fusion transformers between encoder layers, then the head
+    assert stages[-1] == "head"
+    assert any("softmax" in k.prim_func for k in fused.kernels if k.stage == "fusion")
+    assert not any("softmax" in k.prim_func for k in fused.kernels if k.stage != "fusion")
+
+
+def test_tensor_fusion_is_labelled():
+    network = get_network("mmimdb", fusion="tensor")
+    fused = fuse_network(network, host_target())
+    fusion_kernels = [k for k in fused.kernels if k.stage == "fusion"]
+    assert fusion_kernels and all("multiply" in k.prim_func for k in fusion_kernels)
+    assert network.output_shape == (1, 23)
+    assert network.params["head.mlp.layers.0.weight"].shape == (128, 129 * 129)
+
+
+# --- the labelling machinery on a toy network ------------------------------------------
+
+
+class _Encoder(StageModule):
+    def __init__(self):
+        super().__init__("encoder")
+        self.conv = nn.Conv2D(1, 4, 3, padding=1)
+
+    def forward(self, x):
+        return global_avg_pool(op.relu(self.conv(x)))
+
+
+class _Fusion(StageModule):
+    def __init__(self):
+        super().__init__("fusion")
+
+    def forward(self, a, b):
+        return op.concat([a, b], dim=1)
+
+
+class _Head(StageModule):
+    def __init__(self):
+        super().__init__("head")
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class _Toy(nn.Module):
+    def __init__(self, leak=False):
+        self.left, self.right = _Encoder(), _Encoder()
+        self.fusion, self.head = _Fusion(), _Head()
+        self.leak = leak
+        self.inputs = [InputSpec("a", (1, 1, 8, 8)), InputSpec("b", (1, 1, 8, 8))]
+
+    def forward(self, a, b):
+        fused = self.fusion(self.left(a), self.right(b))
+        if self.leak:
+            fused = op.relu(fused)  # an op outside every stage module
+        return self.head(fused)
+
+
+def test_toy_bindings_get_their_modules_stage():
+    network = make_network("toy", _Toy(), {})
+    stages = network.binding_stages
+    by_op = {}
+    for binding in network.module["main"].body.blocks[0].bindings:
+        value = binding.value
+        name = value.op.name if isinstance(value, tvm.relax.Call) else "alias"
+        by_op.setdefault(name, set()).add(stages[binding.var.name])
+    assert by_op["relax.nn.conv2d"] == {"encoder"}
+    assert by_op["relax.nn.adaptive_avg_pool2d"] == {"encoder"}
+    assert by_op["relax.concat"] == {"fusion"}
+    assert by_op["relax.matmul"] == {"head"}
+    fused = fuse_network(network, host_target())
+    assert [k.stage for k in fused.kernels][-1] == "head"
+    assert {k.stage for k in fused.kernels} == set(STAGES)
+
+
+def test_op_outside_every_stage_is_an_error():
+    with pytest.raises(StageError, match="outside every StageModule"):
+        make_network("toy", _Toy(leak=True), {})
+
+
+def test_unknown_stage_is_an_error():
+    with pytest.raises(ValueError, match="unknown stage"):
+        StageModule("backbone")
+
+
+# --- PyTorch twins ------------------------------------------------------------------------
+
+
+def _assert_close(actual, reference, rtol=1e-4):
+    scale = float(np.abs(reference).max())
+    np.testing.assert_allclose(actual, reference, rtol=rtol, atol=rtol * scale)
+
+
+@pytest.mark.parametrize("name", NETWORKS)
+def test_nn_network_matches_its_torch_twin(name):
+    pytest.importorskip("torch")
+    from tvm_latmodel.networks.torch_twins import run_torch, torch_twin
+
+    result = built(name)
+    twin = torch_twin(result["network"])
+    reference = run_torch(twin, result["network"], result["inputs"])
+    _assert_close(result["output"], reference)
+
+
+@pytest.mark.parametrize("name", ["avmnist", "mmimdb"])
+def test_torch_import_matches_the_nn_network(name):
+    """The twin through torch.export and Relax's frontend computes what the nn network does."""
+    pytest.importorskip("torch")
+    from tvm_latmodel.networks.pipeline import build_and_run_module
+    from tvm_latmodel.networks.torch_twins import import_torch_twin
+
+    result = built(name)
+    network = result["network"]
+    module = import_torch_twin(network)
+    arrays = [result["inputs"][spec.name] for spec in network.inputs]
+    imported, _ = build_and_run_module(module, arrays, host_target(), repeat=1)
+    _assert_close(imported, result["output"])
+
+
+def test_twin_weights_must_match():
+    pytest.importorskip("torch")
+    from tvm_latmodel.networks.torch_twins import copy_weights, torch_twin
+
+    small = get_network("avmnist")
+    twin = torch_twin(small)
+    other = get_network("avmnist", hidden=50)
+    with pytest.raises(ValueError, match="shape"):
+        copy_weights(other, twin)

@@ -1,0 +1,157 @@
+"""Index arithmetic for :mod:`.program`: TVM expressions compiled once into
+nested tuples, evaluated in pure Python (intervals over loop ranges, strides
+of an access along a loop, operation counts, dtype widths).
+
+Unknown nodes become ``("unk",)``, meaning "anywhere in the dimension".
+"""
+
+from __future__ import annotations
+
+import tvm
+
+# ------------------------------------------------------- expression compiling
+# Expressions become nested tuples evaluated by _interval; unknown nodes
+# become ("unk",), meaning "anywhere in the dimension".
+
+_BIN = {"Add": "add", "Sub": "sub", "Mul": "mul", "FloorDiv": "div", "Div": "div",
+        "FloorMod": "mod", "Mod": "mod", "Min": "min", "Max": "max"}
+
+
+def _compile(expr, env: dict):
+    name = type(expr).__name__
+    if name == "IntImm":
+        return ("c", int(expr.value))
+    if name == "Var":
+        return env.get(expr, ("unk",))
+    op = _BIN.get(name)
+    if op is not None:
+        return (op, _compile(expr.a, env), _compile(expr.b, env))
+    if name == "Cast":
+        return _compile(expr.value, env)
+    return ("unk",)
+
+
+def _interval(node, ranges):
+    """(lo, hi) of a compiled expression; ``ranges[i]`` bounds loop var i."""
+    tag = node[0]
+    if tag == "v":
+        return ranges[node[1]]
+    if tag == "c":
+        return (node[1], node[1])
+    if tag == "unk":
+        return None
+    a = _interval(node[1], ranges)
+    b = _interval(node[2], ranges)
+    if a is None or b is None:
+        return None
+    if tag == "add":
+        return (a[0] + b[0], a[1] + b[1])
+    if tag == "sub":
+        return (a[0] - b[1], a[1] - b[0])
+    if tag == "mul":
+        c = (a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1])
+        return (min(c), max(c))
+    if tag == "div":
+        if b[0] == b[1] and b[0] > 0:
+            return (a[0] // b[0], a[1] // b[0])
+        return None
+    if tag == "mod":
+        if b[0] == b[1] and b[0] > 0:
+            if a[0] // b[0] == a[1] // b[0]:
+                return (a[0] % b[0], a[1] % b[0])
+            return (0, b[0] - 1)
+        return None
+    if tag == "min":
+        return (min(a[0], b[0]), min(a[1], b[1]))
+    if tag == "max":
+        return (max(a[0], b[0]), max(a[1], b[1]))
+    return None
+
+
+def _vars_of(node, out: set) -> set:
+    """Loop-variable indices a compiled expression mentions."""
+    if node[0] == "v":
+        out.add(node[1])
+    elif node[0] not in ("c", "unk"):
+        _vars_of(node[1], out)
+        _vars_of(node[2], out)
+    return out
+
+
+def _flat_offset(dims, strides, ranges):
+    """Element offset of an access's first element, or None if unknown."""
+    off = 0
+    for (node, _), st in zip(dims, strides):
+        iv = _interval(node, ranges)
+        if iv is None or iv[0] != iv[1]:
+            return None
+        off += iv[0] * st
+    return off
+
+
+def _strides(shape) -> list[int]:
+    """Row-major element strides of a buffer shape."""
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    out.reverse()
+    return out
+
+
+def _stride_along(dims, strides, n_vars: int, var: int, extent: int):
+    """Element stride of an access along loop variable ``var`` (others at 0).
+
+    Probes the offset at 0, 1, the middle and the last iteration; returns the
+    stride when the offset is affine in ``var`` over the loop, else None
+    (a wrap-around ``//`` or ``%`` of a fused loop, or an unknown index).
+    """
+    ranges = [(0, 0)] * n_vars
+    offs = []
+    for x in sorted({0, 1, extent // 2, extent - 1}):
+        ranges[var] = (x, x)
+        o = _flat_offset(dims, strides, ranges)
+        if o is None:
+            return None
+        offs.append((x, o))
+    (x0, o0), (x1, o1) = offs[0], offs[1]
+    step = o1 - o0
+    if any(o - o0 != step * (x - x0) for x, o in offs[2:]):
+        return None
+    return step
+
+
+_OPS = {"Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "FloorDiv": 1, "Max": 1, "Min": 1, "Mod": 1, "FloorMod": 1}
+# Transcendentals (exp, log, tanh ...) cost several FLOP-equivalents.
+_CALL_OPS = 8
+
+
+def _count_ops(expr) -> float:
+    name = type(expr).__name__
+    if name in ("BufferLoad", "Var", "IntImm", "FloatImm", "StringImm"):
+        return 0.0
+    if name in _OPS:
+        return _OPS[name] + _count_ops(expr.a) + _count_ops(expr.b)
+    if name == "Cast":
+        return _count_ops(expr.value)
+    if name == "Select":
+        return 1 + _count_ops(expr.true_value) + _count_ops(expr.false_value)
+    if name == "Call":
+        op = str(expr.op.name) if hasattr(expr.op, "name") else ""
+        args = sum(_count_ops(a) for a in expr.args)
+        if op.endswith("if_then_else"):
+            return 1 + args
+        return _CALL_OPS + args
+    return 0.0
+
+
+_DTYPE_BITS: dict[str, int] = {}
+
+
+def _bits(dtype) -> int:
+    key = str(dtype)
+    bits = _DTYPE_BITS.get(key)
+    if bits is None:
+        bits = tvm.runtime.DataType(key).bits
+        _DTYPE_BITS[key] = bits
+    return bits
