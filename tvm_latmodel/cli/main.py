@@ -17,6 +17,7 @@ _SUBCOMMAND_MODULES = [
     "tvm_latmodel.cli.calibrate",
     "tvm_latmodel.cli.gpu",
     "tvm_latmodel.cli.replay",
+    "tvm_latmodel.cli.fusion",
 ]
 
 
