@@ -1,39 +1,49 @@
 #!/usr/bin/env python3
 """Offline comparison of every model on every recorded tuning log.
 
-For each model (analytical, hybrid, xgb, random) and each shot count, and
-for leave-one-task-out transfer, replays the logs (same tasks, same seeded
-shots, same seed for every model) and writes:
+For each model (analytical, hybrid, xgb, xgb-nowarmup, random), each shot
+count and leave-one-task-out transfer, and each seed, replays the logs (same
+tasks, same seeded shots, same seed for every model) and writes:
 
 * ``reports.json``: every per-task result (metrics, simulated-search curve);
-* ``table.md``: means per setting and model, then per-task tables;
-* ``metrics_vs_shots.png``: mean metrics versus shots, one line per model;
-* ``curves.png``: simulated tuning curves (best latency found over the pool's
-  best, versus schedules measured), averaged over tasks, one line per model;
-* ``scatter.png``: predicted score versus measured latency of the held-out
-  records, one panel per task: analytical at the fewest shots, hybrid and
-  xgb at the most.
+* ``table.md``: per setting and model the mean over tasks, as the mean and
+  the range over seeds, then per-task tables (first seed);
+* ``metrics_vs_shots.png``, ``curves.png`` (simulated tuning curves),
+  ``scatter.png`` (predicted score versus measured latency).
 
-Each (model, setting, task) result is cached as JSON under ``--cache``
-(default ``OUT/cache``), so an interrupted run resumes and new logs only add
-their own work. Delete the cache after changing a model.
+``xgb`` is TVM's XGBModel with its defaults (random below 100 samples);
+``xgb-nowarmup`` is ``XGBModel(num_warmup_samples=0)``. ``hybrid`` starts
+with no pretrained residual here (``pretrained=None``): the shipped one was
+trained on these logs; its transfer is what the ``transfer`` setting shows.
 
-    python scripts/offline_comparison.py tuning_logs/cpu --out benchmarks/offline
+Speed: tasks run in ``--jobs`` worker processes (default: every core).
+Each worker loads the logs once and shares TVM's per-store features and the
+analytical estimates of every schedule across models, shot counts and seeds
+(``CachedPerStoreFeature``, which returns exactly what ``PerStoreFeature``
+does). Each (model, setting, seed, task) result is cached as JSON under
+``--cache/<code key>/``: the key hashes the package's source and the TVM and
+XGBoost versions, so a change to the model starts a fresh cache; a corrupt
+cache file is recomputed with a warning. An interrupted run resumes.
+
+    python scripts/offline_comparison.py tuning_logs/cpu --out benchmarks/offline --seeds 0 1 2 3 4
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
 import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-MODELS = ("analytical", "hybrid", "xgb", "random")
+MODELS = ("analytical", "hybrid", "xgb", "xgb-nowarmup", "random")
 KEYS = ("spearman", "pairwise_accuracy", "top1_score", "top5_score", "trials_to_5pct")
 
 
@@ -42,14 +52,47 @@ def _setting_name(shots: int, transfer: bool, n_tasks: int) -> str:
     return f"s{shots}" + (f"-transfer{n_tasks}" if transfer else "")
 
 
+def code_key() -> str:
+    """Hash of the package's source and of the TVM and XGBoost versions."""
+    import tvm
+    import xgboost
+
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tvm_latmodel")
+    h = hashlib.sha256(f"tvm {tvm.__version__} xgboost {xgboost.__version__}".encode())
+    for dirpath, _, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            if name.endswith((".py", ".json")):
+                path = os.path.join(dirpath, name)
+                h.update(os.path.relpath(path, root).encode())
+                with open(path, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()[:12]
+
+
+# ------------------------------------------------------------------ workers
+_TASKS: list = []
+_EXTRACTOR = None
+
+
+def _init_worker(logs: list[str]) -> None:
+    global _TASKS, _EXTRACTOR
+    warnings.simplefilter("ignore")
+    from tvm_latmodel.model.features import shared_extractor
+    from tvm_latmodel.replay import load_tasks
+
+    _TASKS = load_tasks(logs)
+    _EXTRACTOR = shared_extractor()
+
+
 def run_one(tasks, task, model: str, shots: int, transfer: bool, seed: int) -> dict:
     from tvm_latmodel.model.registry import make_model
     from tvm_latmodel.replay import ReplayEvaluator
 
     ev = ReplayEvaluator(shots=shots, transfer=transfer, seed=seed)
     t0 = time.time()
-    rep = ev.evaluate(tasks, lambda t: make_model(model, seed=seed, target=t.target), model_name=model,
-                      only=[task.name])
+    rep = ev.evaluate(tasks, lambda t: make_model(model, seed=seed, target=t.target, pretrained=None,
+                                                  extractor=_EXTRACTOR),
+                      model_name=model, only=[task.name])
     (metrics,) = rep.to_dict()["tasks"]
     search = rep.searches[task.name]
     return {
@@ -61,20 +104,62 @@ def run_one(tasks, task, model: str, shots: int, transfer: bool, seed: int) -> d
     }
 
 
+def _run_task(task_name: str, jobs: list[tuple], cache_dir: str) -> list[dict]:
+    """Every (model, shots, transfer, seed) of one task, in a worker; each
+    result is written to the cache as soon as it exists."""
+    (task,) = [t for t in _TASKS if t.name == task_name]
+    out = []
+    for model, shots, transfer, seed, path in jobs:
+        r = run_one(_TASKS, task, model, shots, transfer, seed)
+        with open(path + ".tmp", "w") as f:
+            json.dump(r, f)
+        os.replace(path + ".tmp", path)
+        out.append(r)
+    return out
+
+
+def _read_cached(path: str) -> dict | None:
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            r = json.load(f)
+        if not isinstance(r, dict) or not all(k in r.get("metrics", {}) for k in KEYS):
+            raise ValueError("missing metrics")
+        return r
+    except (OSError, ValueError) as err:
+        print(f"warning: {path}: corrupt cache file ({err}); recomputing it", file=sys.stderr)
+        return None
+
+
 def mean_metrics(results: list[dict]) -> dict:
     return {k: float(np.mean([r["metrics"][k] for r in results])) for k in KEYS}
 
 
-def write_tables(out: str, settings, models, results: dict, task_names: list[str]) -> str:
-    lines = ["| setting | model | " + " | ".join(KEYS) + " |", "|---|---|" + "---|" * len(KEYS)]
+def seed_spread(results: dict, model: str, shots: int, transfer: bool, task_names, seeds) -> dict:
+    """Per metric: (mean over seeds, min, max) of the mean over tasks."""
+    per_seed = [mean_metrics([results[(model, shots, transfer, t, s)] for t in task_names]) for s in seeds]
+    return {k: (float(np.mean([p[k] for p in per_seed])), min(p[k] for p in per_seed), max(p[k] for p in per_seed))
+            for k in KEYS}
+
+
+def write_tables(out: str, settings, models, results: dict, task_names: list[str], seeds) -> str:
+    lines = [f"Mean over {len(task_names)} tasks; with several seeds: mean over seeds (min–max).\n",
+             "| setting | model | " + " | ".join(KEYS) + " |", "|---|---|" + "---|" * len(KEYS)]
     for shots, transfer in settings:
         for model in models:
-            rs = [results[(model, shots, transfer, t)] for t in task_names]
-            m = mean_metrics(rs)
+            m = seed_spread(results, model, shots, transfer, task_names, seeds)
             label = f"{shots} shots" + (" + transfer" if transfer else "")
-            lines.append(f"| {label} | {model} | " + " | ".join(
-                f"{m[k]:.1f}" if k == "trials_to_5pct" else f"{m[k]:.3f}" for k in KEYS) + " |")
-    lines.append(f"\nMeans over {len(task_names)} tasks: {', '.join(task_names)}.\n")
+            cells = []
+            for k in KEYS:
+                fmt = "{:.1f}" if k == "trials_to_5pct" else "{:.3f}"
+                mean, lo, hi = m[k]
+                cells.append(fmt.format(mean) + (f" ({fmt.format(lo)}–{fmt.format(hi)})" if len(seeds) > 1 else ""))
+            lines.append(f"| {label} | {model} | " + " | ".join(cells) + " |")
+    lines.append(f"\nSeeds {', '.join(map(str, seeds))}. Tasks: {', '.join(task_names)}.\n")
+    lines.append(f"\nPer-task tables below are seed {seeds[0]}.\n")
+    first = {k[:4]: v for k, v in results.items() if k[4] == seeds[0]}
+    results = first
     for key in ("spearman", "top5_score", "trials_to_5pct"):
         lines.append(f"\n**{key} per task**\n")
         cols = [(s, tr, m) for s, tr in settings for m in models]
@@ -160,42 +245,56 @@ def main() -> int:
     ap.add_argument("--shots", nargs="+", type=int, default=[0, 16, 32, 64])
     ap.add_argument("--no-transfer", action="store_true")
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: every core)")
     ap.add_argument("--out", default="benchmarks/offline")
     ap.add_argument("--cache", default=None, help="per-result JSON cache (default OUT/cache)")
     args = ap.parse_args()
 
-    from tvm_latmodel.replay import load_tasks
+    from tqdm import tqdm
 
+    from tvm_latmodel.replay import find_databases
+
+    t_start = time.time()
     models = tuple(args.models)
-    tasks = load_tasks(args.logs, progress=True)
-    names = [t.name for t in tasks]
-    cache = args.cache or os.path.join(args.out, "cache")
+    names = sorted({d.name for p in args.logs for d in find_databases(p)})
+    cache = os.path.join(args.cache or os.path.join(args.out, "cache"), code_key())
     os.makedirs(cache, exist_ok=True)
     settings = [(s, False) for s in args.shots] + ([] if args.no_transfer else [(0, True)])
     results: dict = {}
-    todo = [(m, s, tr, t) for s, tr in settings for m in models for t in tasks]
-    for i, (model, shots, transfer, task) in enumerate(todo):
-        path = os.path.join(cache, f"{model}-{_setting_name(shots, transfer, len(tasks))}-seed{args.seed}-{task.name}.json")
-        if os.path.exists(path):
-            with open(path) as f:
-                results[(model, shots, transfer, task.name)] = json.load(f)
-            continue
-        r = run_one(tasks, task, model, shots, transfer, args.seed)
-        with open(path + ".tmp", "w") as f:
-            json.dump(r, f)
-        os.replace(path + ".tmp", path)
-        results[(model, shots, transfer, task.name)] = r
-        m = r["metrics"]
-        print(f"[{i + 1}/{len(todo)}] {task.name} {model} shots {shots}{' transfer' if transfer else ''}: "
-              + " ".join(f"{k} {m[k]:.3f}" for k in KEYS) + f" ({r['seconds']} s)", file=sys.stderr, flush=True)
+    todo: dict[str, list] = {}
+    for task in names:
+        for shots, transfer in settings:
+            for model in models:
+                for seed in args.seeds:
+                    path = os.path.join(cache, f"{model}-{_setting_name(shots, transfer, len(names))}-seed{seed}-{task}.json")
+                    r = _read_cached(path)
+                    if r is not None:
+                        results[(model, shots, transfer, task, seed)] = r
+                    else:
+                        todo.setdefault(task, []).append((model, shots, transfer, seed, path))
+    n_jobs = sum(len(v) for v in todo.values())
+    print(f"[offline] {len(names)} tasks, {len(results)} results cached, {n_jobs} to compute "
+          f"with {args.jobs} workers (cache {cache})", file=sys.stderr, flush=True)
+    if todo:
+        bar = tqdm(total=n_jobs, desc="replay", unit="result", file=sys.stderr)
+        with ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(todo))), initializer=_init_worker,
+                                 initargs=(list(args.logs),)) as pool:
+            futures = {pool.submit(_run_task, task, jobs, cache): task for task, jobs in todo.items()}
+            for fut in as_completed(futures):
+                for r in fut.result():
+                    results[(r["model"], r["shots"], r["transfer"], r["task"], r["seed"])] = r
+                bar.update(len(todo[futures[fut]]))
+        bar.close()
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "reports.json"), "w") as f:
-        json.dump({"logs": args.logs, "seed": args.seed, "tasks": names,
+        json.dump({"logs": args.logs, "seeds": args.seeds, "tasks": names, "code_key": os.path.basename(cache),
                    "results": [{k: v for k, v in r.items() if k != "predictions"} for r in results.values()]},
                   f, indent=1)
-    print(write_tables(args.out, settings, models, results, names))
-    write_plots(args.out, settings, models, results, names)
+    print(write_tables(args.out, settings, models, results, names, args.seeds))
+    first = {k[:4]: v for k, v in results.items() if k[4] == args.seeds[0]}
+    write_plots(args.out, settings, models, first, names)
+    print(f"[offline] wall time {time.time() - t_start:.0f} s", file=sys.stderr)
     return 0
 
 

@@ -80,14 +80,15 @@ def test_failed_results_are_counted_never_fitted(task):
 
 def test_residual_learns_and_save_load_round_trips(task, tmp_path):
     ctx, cands = task
-    m = HybridCostModel(min_samples=8, seed=0)
+    m = HybridCostModel(min_samples=8, seed=0, pretrained=None)
     before = m.predict(ctx, cands)
     # synthetic truth: the analytical estimate times a factor the model must learn
     est = m.predict_latency_s(ctx, cands)
     truth = est * np.linspace(0.5, 4.0, len(cands))
     m.update(ctx, cands[:16], [_result([float(t)]) for t in truth[:16]])
-    assert m.fitted_on_ == 16 and m.model_ is not None
+    assert m.fitted_on_ == 0  # the fit waits for the next prediction
     after = m.predict(ctx, cands)
+    assert m.fitted_on_ == 16 and m.model_ is not None
     assert not np.allclose(before, after)
     # the learned correction moves predictions toward the truth on the training data
     err_before = np.abs(np.log(est[:16] / truth[:16])).mean()
@@ -97,28 +98,37 @@ def test_residual_learns_and_save_load_round_trips(task, tmp_path):
     m.save(path)
     doc = json.load(open(path))
     assert doc["format"] == "tvm-latmodel-hybrid" and doc["target_family"] == "cpu"
-    m2 = HybridCostModel()
+    m2 = HybridCostModel(pretrained=None)
     m2.load(path)
     np.testing.assert_array_equal(m2.predict(ctx, cands), after)
+    # the training data round-trips too: a refit of the loaded model gives the same model
+    assert m2.X_ == m.X_ and m2.log_measured_ == m.log_measured_ and m2.groups_ == m.groups_
+    assert doc["n_samples"] == 16 and len(doc["trained_on"]) == 1
+    m2.refit()
+    np.testing.assert_allclose(m2.predict(ctx, cands), after, rtol=1e-6)
 
 
 def test_adaptive_refit_waits_for_growth(task):
     ctx, cands = task
-    m = HybridCostModel(min_samples=8, refit_growth=0.5)
+    m = HybridCostModel(min_samples=8, refit_growth=0.5, pretrained=None)
     est = m.predict_latency_s(ctx, cands)
     m.update(ctx, cands[:8], [_result([float(t)]) for t in est[:8]])
+    m.predict(ctx, cands[:1])
     assert m.fitted_on_ == 8
     m.update(ctx, cands[8:11], [_result([float(t)]) for t in est[8:11]])
+    m.predict(ctx, cands[:1])
     assert m.fitted_on_ == 8  # 11 < 8 * 1.5: no refit yet
     m.update(ctx, cands[11:13], [_result([float(t)]) for t in est[11:13]])
+    m.predict(ctx, cands[:1])
     assert m.fitted_on_ == 13
 
 
 def _saved_model(ctx, cands, tmp_path):
     """A model fitted on 6 samples, saved to tmp_path/m.json: (path, its JSON)."""
-    m = HybridCostModel(min_samples=4)
+    m = HybridCostModel(min_samples=4, pretrained=None)
     est = m.predict_latency_s(ctx, cands)
     m.update(ctx, cands[:6], [_result([float(t)]) for t in est[:6]])
+    m.refit()
     path = tmp_path / "m.json"
     m.save(str(path))
     return path, json.loads(path.read_text())
@@ -149,9 +159,10 @@ def test_bad_model_files(tmp_path, task):
 
 def test_pretrained_residual_starts_the_model(task, tmp_path):
     ctx, cands = task
-    donor = HybridCostModel(min_samples=4)
+    donor = HybridCostModel(min_samples=4, pretrained=None)
     est = donor.predict_latency_s(ctx, cands)
     donor.update(ctx, cands, [_result([float(t) * 3]) for t in est])
+    donor.refit()
     path = str(tmp_path / "pre.json")
     donor.save(path)
     fresh = HybridCostModel(pretrained=path)
@@ -246,4 +257,60 @@ def test_pretrained_of_another_family_is_ignored_with_a_warning(task, tmp_path):
         scores = m.predict(ctx, cands)
     assert m.pretrained_model_ is None
     assert any("pretrained for gpu targets" in str(w.message) for w in rec)
-    np.testing.assert_array_equal(scores, HybridCostModel().predict(ctx, cands))
+    np.testing.assert_array_equal(scores, HybridCostModel(pretrained=None).predict(ctx, cands))
+
+
+def test_a_bare_tune_context_ranks_with_the_host_hardware(task):
+    """TVM's own cost-model tests call predict/update with ``TuneContext()``:
+    no target, no module. The model ranks with the host's spec, not at random."""
+    _, cands = task
+    bare = ms.TuneContext()
+    assert bare.target is None and bare.mod is None
+    m = HybridCostModel(pretrained=None)
+    a, b = m.predict(bare, cands), m.predict(bare, cands)
+    np.testing.assert_array_equal(a, b)  # a ranking, not random draws
+    assert len(np.unique(a)) > len(a) // 2
+    from tvm_latmodel.targets import host_target
+
+    host_ctx = make_context(_matmul(), host_target())
+    host = HybridCostModel(pretrained=None).predict(host_ctx, cands)
+    np.testing.assert_allclose(a, host, rtol=1e-9)  # the same ranking as a context on the host
+    m.update(bare, cands[:10], [_result([1e-3 * (i + 1)]) for i in range(10)])  # never raises
+    assert len(m.X_) == 10 and m.failed_count_ == 0
+
+
+def test_the_shipped_residual_starts_the_default_model(task):
+    from tvm_latmodel.model.cost_model import shipped_model_path
+
+    ctx, cands = task
+    path = shipped_model_path("cpu")
+    if path is None:
+        pytest.skip("no shipped model for this machine's family")
+    m = HybridCostModel(target=TARGET)
+    assert m.pretrained_model_ is not None and len(m.pretrained_workloads_) >= 13
+    off = HybridCostModel(target=TARGET, pretrained=None)
+    assert off.pretrained_model_ is None
+    assert not np.array_equal(m.predict(ctx, cands), off.predict(ctx, cands))
+    assert HybridCostModel(target=TARGET, residual=False).pretrained_model_ is None
+
+
+def test_per_task_evidence_weights(task):
+    """Two tasks in one model: each task's residual weight counts its own samples."""
+    ctx, cands = task
+    other_mod = _matmul(64)
+    other_ctx = make_context(other_mod, TARGET, seed=1)
+    other = _cands(sample_schedules(other_mod, TARGET, 12, seed=1, context=other_ctx))
+    m = HybridCostModel(min_samples=4, evidence_half=16.0, pretrained_weight=0.5, pretrained=None)
+    est = m.predict_latency_s(other_ctx, other)
+    m.update(other_ctx, other, [_result([float(t) * 2]) for t in est])
+    m.predict(ctx, cands[:2])  # fits lazily
+    key = m._task_key(ctx)
+    assert m.fitted_on_ == 12 and m.fitted_counts_.get(key, 0) == 0
+    # no own samples: the other task's data counts as pretraining (weight 0.5)
+    assert m.residual_weight(key) == pytest.approx(0.5)
+    assert m.residual_weight(m._task_key(other_ctx)) == pytest.approx(12 / 28 + (1 - 12 / 28) * 0.0)
+    est2 = m.predict_latency_s(ctx, cands)
+    m.update(ctx, cands[:16], [_result([float(t)]) for t in est2[:16]])
+    m.predict(ctx, cands[:2])
+    own = 16 / 32
+    assert m.residual_weight(key) == pytest.approx(own + (1 - own) * 0.5)

@@ -37,24 +37,60 @@ from .. import __version__
 from ..fileformat import read_versioned_json
 from ..hardware import HardwareSpec
 from ..latency import valid_latency
+from .features import PER_STORE_FEATURE_COLUMNS, CachedPerStoreFeature, candidate_key, shared_extractor
 from .modes import estimate
 from .program import summarize
-from .residual import ResidualModel
+from .residual import DEFAULT_OBJECTIVE, ResidualModel
+
+
+class _Memo:
+    """A bounded least-recently-used memo of pure results (analytical estimates
+    of a scheduled module on a hardware spec)."""
+
+    def __init__(self, max_entries: int):
+        from collections import OrderedDict
+
+        self.max_entries = max_entries
+        self._data = OrderedDict()
+
+    def get(self, key):
+        value = self._data.get(key)
+        if value is not None:
+            self._data.move_to_end(key)
+        return value
+
+    def put(self, key, value):
+        self._data[key] = value
+        while len(self._data) > self.max_entries:
+            self._data.popitem(last=False)
+        return value
+
+
+_ESTIMATES = _Memo(50_000)
 
 MODEL_FORMAT = "tvm-latmodel-hybrid"
-MODEL_FORMAT_VERSION = 1
+# 2: analytical features relative to the roofline bound, training data saved.
+MODEL_FORMAT_VERSION = 2
+#: ``pretrained=SHIPPED`` starts from the residual shipped for the target family.
+SHIPPED = "shipped"
 
-ANALYTICAL_FEATURES = ("log_latency_s", "log_compute_s", "log_memory_s", "log_overhead_s", "log_waves",
-                       "wave_efficiency", "lane_efficiency", "padded_work_ratio", "memory_bound_fraction",
-                       "regions", "log_units", "roofline_fraction")
+ANALYTICAL_FEATURES = ("log_latency_over_bound", "log_compute_share", "log_memory_share", "log_overhead_share",
+                       "log_waves", "wave_efficiency", "lane_efficiency", "padded_work_ratio",
+                       "memory_bound_fraction", "regions", "log_units", "roofline_fraction")
 
 
-def analytical_features(terms: dict) -> list[float]:
-    """The analytical terms as residual features (logs of times and counts)."""
+def analytical_features(terms: dict, roofline_bound_s: float) -> list[float]:
+    """The analytical terms as residual features.
+
+    Times enter relative to the task's roofline bound on this hardware (and
+    the parts of the latency relative to the latency), never in seconds, so
+    a residual learnt on one CPU means the same on another.
+    """
     lg = lambda x: math.log(max(float(x), 1e-12))  # noqa: E731
-    return [lg(terms["latency_s"]), lg(terms["compute_s"]), lg(terms["memory_s"]), lg(terms["overhead_s"]),
-            math.log1p(terms["waves"]), terms["wave_efficiency"], terms["lane_efficiency"],
-            terms["padded_work_ratio"], terms["memory_bound_fraction"], terms["regions"],
+    lat = max(float(terms["latency_s"]), 1e-12)
+    return [lg(lat / max(roofline_bound_s, 1e-12)), lg(terms["compute_s"] / lat), lg(terms["memory_s"] / lat),
+            lg(terms["overhead_s"] / lat), math.log1p(terms["waves"]), terms["wave_efficiency"],
+            terms["lane_efficiency"], terms["padded_work_ratio"], terms["memory_bound_fraction"], terms["regions"],
             math.log1p(terms["units"]), terms["roofline_fraction"]]
 
 
@@ -74,12 +110,16 @@ class HybridCostModel(ms.cost_model.PyCostModel):
     hardware : HardwareSpec or str, optional
         A spec or a spec JSON path (``tvm-latmodel calibrate``); default
         ``HardwareSpec.from_target`` of the context's target.
-    pretrained : str, optional
-        A model file from ``tvm-latmodel train`` or :meth:`save`.
+    pretrained : str or None
+        ``"shipped"`` (default): the residual that ships in the package for
+        the target's family (x86 CPUs: trained on ``tuning_logs/cpu``), when
+        there is one. A path: a model file from ``tvm-latmodel train`` or
+        :meth:`save`. ``None``: no pretrained residual.
     residual : bool
         ``False`` gives the pure analytical model.
-    objective : {"reg:squarederror", "rank:pairwise"}
-        The residual's objective (see :mod:`tvm_latmodel.residual`).
+    objective : str
+        The residual's objective, one of
+        :data:`tvm_latmodel.model.residual.OBJECTIVES`.
     min_samples : int
         Valid measurements of a task before its residual switches on.
     refit_growth : float
@@ -92,8 +132,8 @@ class HybridCostModel(ms.cost_model.PyCostModel):
         Seed of the fallback random scores and of XGBoost.
     """
 
-    def __init__(self, *, target=None, hardware=None, pretrained: str | None = None, residual: bool = True,
-                 objective: str = "reg:squarederror", min_samples: int = 8, refit_growth: float = 0.25,
+    def __init__(self, *, target=None, hardware=None, pretrained: str | None = SHIPPED, residual: bool = True,
+                 objective: str = DEFAULT_OBJECTIVE, min_samples: int = 8, refit_growth: float = 0.25,
                  evidence_half: float = 16.0, pretrained_weight: float = 0.5, seed: int = 0):
         super().__init__()
         self.target = target
@@ -117,10 +157,18 @@ class HybridCostModel(ms.cost_model.PyCostModel):
         self.groups_: list[str] = []
         self.failed_count_ = 0
         self.fitted_on_ = 0
+        self.fitted_counts_: dict[str, int] = {}
+        self.bounds_: dict[str, float] = {}
+        self._hw_key: str | None = None
+        self._shipped_checked = False
+        self._feature_context = None
         self.model_: ResidualModel | None = None
         self.pretrained_model_: ResidualModel | None = None
-        if pretrained is not None:
+        self.pretrained_workloads_: frozenset[str] = frozenset()
+        if pretrained is not None and pretrained != SHIPPED:
             self._load_pretrained(pretrained)
+        elif pretrained == SHIPPED and residual and self._hardware_kind_hint() is not None:
+            self._load_shipped(self._hardware_kind_hint())
 
     # ------------------------------------------------------------ hardware
     def _hardware(self, target) -> HardwareSpec:
@@ -131,6 +179,9 @@ class HybridCostModel(ms.cost_model.PyCostModel):
                 self._hw = HardwareSpec.load(self.hardware)
             else:
                 self._hw = HardwareSpec.from_target(target if target is not None else self.target)
+            if (self.pretrained == SHIPPED and self.residual and self.pretrained_model_ is None
+                    and not self._shipped_checked):
+                self._load_shipped(self._hw.kind)
             fam = getattr(self, "pretrained_family_", None)
             if self.pretrained_model_ is not None and fam not in (None, self._hw.kind):
                 # Only known now that the task's target is: never apply it.
@@ -140,34 +191,104 @@ class HybridCostModel(ms.cost_model.PyCostModel):
         return self._hw
 
     # ------------------------------------------------------------ features
+    def _target(self, context):
+        """The context's target; a bare ``TuneContext()`` (TVM's own cost-model
+        tests) has none, and then this model's target or the host is used."""
+        target = getattr(context, "target", None) if context is not None else None
+        if target is None:
+            target = self.target
+        if target is None:
+            from ..targets import host_target
+
+            target = self.target = host_target()
+        return target
+
+    def _task_key(self, context) -> str:
+        mod = getattr(context, "mod", None) if context is not None else None
+        return ms.utils.shash2hex(mod) if mod is not None else "(no module)"
+
     def _analytical(self, context, candidates):
-        hw = self._hardware(context.target)
-        kind = hw.kind
-        ests = [estimate(summarize(c.sch.mod, kind), hw) for c in candidates]
-        return ests
+        target = self._target(context)
+        hw = self._hardware(target)
+        if self._hw_key is None:
+            self._hw_key = json.dumps(hw.to_dict(), sort_keys=True, default=str)
+        out = []
+        for c in candidates:
+            key = (self._hw_key, candidate_key(target, c))
+            est = _ESTIMATES.get(key)
+            if est is None:
+                est = _ESTIMATES.put(key, estimate(summarize(c.sch.mod, hw.kind), hw))
+            out.append(est)
+        return out
+
+    def _bound(self, context, ests) -> float:
+        """The task's roofline bound, fixed at its first sight so that scores
+        keep their meaning across calls."""
+        key = self._task_key(context)
+        if key not in self.bounds_ and ests:
+            self.bounds_[key] = float(ests[0].roofline_bound_s)
+        return self.bounds_.get(key, 1.0)
+
+    def _extractor_for(self) -> CachedPerStoreFeature:
+        if self._extractor is None:
+            self._extractor = shared_extractor()
+        return self._extractor
 
     def _features(self, context, candidates, ests) -> np.ndarray:
-        if self._extractor is None:
-            self._extractor = ms.feature_extractor.PerStoreFeature()
-        feats = self._extractor.extract_from(context, candidates)
+        feature_context = context
+        if getattr(context, "target", None) is None:
+            # TVM's feature extractor needs a target: give it the one we use.
+            if self._feature_context is None:
+                self._feature_context = ms.TuneContext(target=self._target(context))
+            feature_context = self._feature_context
+        feats = self._extractor_for().features(feature_context, candidates)
+        bound = self._bound(context, ests)
         rows = []
-        for f, e in zip(feats, ests):
-            arr = f.numpy()
-            agg = arr.sum(axis=0) if arr.size else np.zeros(arr.shape[1] if arr.ndim == 2 else 164)
-            rows.append(np.concatenate([agg, analytical_features(e.terms())]))
+        for arr, e in zip(feats, ests):
+            agg = arr.sum(axis=0) if arr.size else np.zeros(PER_STORE_FEATURE_COLUMNS)
+            rows.append(np.concatenate([agg, analytical_features(e.terms(), bound)]))
         return np.asarray(rows, dtype=np.float32)
 
     def _residual_active(self) -> bool:
-        return self.residual and (self.model_ is not None or self.pretrained_model_ is not None)
+        return self.residual and (self.model_ is not None or self.pretrained_model_ is not None
+                                  or len(self.X_) >= self.min_samples)
 
-    def _correction(self, X: np.ndarray, log_analytical: np.ndarray) -> np.ndarray:
+    def residual_weight(self, task: str) -> float:
+        """Weight of the learnt residual on ``task``: ``n / (n + evidence_half)``
+        for the ``n`` measurements of this task it was fitted on, and the
+        rest of the way ``pretrained_weight`` when it was fitted on other
+        tasks too (they count as pretraining for this one)."""
+        if self.model_ is None:
+            return 0.0
+        n = self.fitted_counts_.get(task, 0)
+        own = n / (n + self.evidence_half)
+        others = self.fitted_on_ > n
+        return own + (1.0 - own) * (self.pretrained_weight if others else 0.0)
+
+    def _correction(self, X: np.ndarray, task: str) -> np.ndarray:
+        """The residual's log-correction: the damped pretrained one plus the
+        learnt one (:meth:`residual_weight`)."""
+        self._refit_if_due(task)
         corr = np.zeros(len(X))
         if self.pretrained_model_ is not None:
             corr += self.pretrained_weight * self.pretrained_model_.predict(X)
-        if self.model_ is not None:
-            n = self.fitted_on_
-            corr += (n / (n + self.evidence_half)) * self.model_.predict(X)
+        w = self.residual_weight(task)
+        if w > 0:
+            corr += w * self.model_.predict(X)
         return corr
+
+    def _refit_if_due(self, task: str) -> None:
+        """Refit, lazily before scoring, when ``task``'s own data or all data
+        grew by ``refit_growth`` since the last fit (and there are at least
+        ``min_samples``): many updates between two predictions cost one fit."""
+        n_all = len(self.X_)
+        if n_all == self.fitted_on_ or n_all < self.min_samples:
+            return
+        n_task = self.groups_.count(task)
+        task_grew = n_task >= self.min_samples and n_task >= self.fitted_counts_.get(task, 0) * (1 + self.refit_growth)
+        all_grew = n_all >= self.fitted_on_ * (1 + self.refit_growth)
+        if task_grew or all_grew:
+            self.refit()
 
     # ---------------------------------------------------------- predictions
     def predict_latency_s(self, context, candidates) -> np.ndarray:
@@ -176,7 +297,7 @@ class HybridCostModel(ms.cost_model.PyCostModel):
         log_a = np.log(np.array([max(e.latency_s, 1e-12) for e in ests]))
         if self._residual_active() and len(candidates):
             X = self._features(context, candidates, ests)
-            log_a = log_a + self._correction(X, log_a)
+            log_a = log_a + self._correction(X, self._task_key(context))
         return np.exp(log_a)
 
     def predict(self, context, candidates) -> np.ndarray:
@@ -190,12 +311,12 @@ class HybridCostModel(ms.cost_model.PyCostModel):
             self._warn_once("analytical", f"analytical model failed ({type(err).__name__}: {err}); "
                             "scoring candidates at random")
             return self._rng.uniform(0.0, 1.0, size=n)
-        bound = ests[0].roofline_bound_s
+        bound = self._bound(context, ests)
         log_lat = np.log(np.array([max(e.latency_s, 1e-12) for e in ests]))
         if self._residual_active():
             try:
                 X = self._features(context, candidates, ests)
-                log_lat = log_lat + self._correction(X, log_lat)
+                log_lat = log_lat + self._correction(X, self._task_key(context))
             except Exception as err:  # noqa: BLE001
                 self._warn_once("residual", f"residual model failed ({type(err).__name__}: {err}); "
                                 "using the analytical score")
@@ -226,15 +347,13 @@ class HybridCostModel(ms.cost_model.PyCostModel):
         cands = [c for c, _ in good]
         ests = self._analytical(context, cands)
         X = self._features(context, cands, ests)
-        group = ms.utils.shash2hex(context.mod)
+        group = self._task_key(context)
         for row, e, (_, lat) in zip(X, ests, good):
             self.X_.append(row.tolist())
             self.log_analytical_.append(math.log(max(e.latency_s, 1e-12)))
             self.log_measured_.append(math.log(lat))
             self.groups_.append(group)
-        n = len(self.X_)
-        if n >= self.min_samples and n >= self.fitted_on_ * (1 + self.refit_growth):
-            self.refit()
+        # The refit itself waits for the next prediction (_refit_if_due).
 
     def refit(self) -> None:
         """Fit the residual on all data now (normally done adaptively by update)."""
@@ -248,11 +367,19 @@ class HybridCostModel(ms.cost_model.PyCostModel):
         groups = np.array([codes[g] for g in self.groups_])
         self.model_ = ResidualModel(objective=self.objective, seed=self.seed).fit(X, la, lm, groups)
         self.fitted_on_ = len(X)
+        self.fitted_counts_ = {g: self.groups_.count(g) for g in codes}
 
     # ---------------------------------------------------------- persistence
     def save(self, path: str) -> None:
-        """Write ``path`` (JSON) and, when fitted, ``path + '.residual.json'``
-        with XGBoost's own JSON booster beside it. No pickle."""
+        """Write ``path`` (JSON: parameters, the training data, per-task fit
+        counts and bounds, the workloads trained on) and, when fitted,
+        ``path + '.residual.json'`` with XGBoost's own JSON booster beside it.
+        No pickle. (MetaSchedule's ``save`` takes the path only; see
+        :meth:`write` to leave the training data out.)"""
+        self.write(path)
+
+    def write(self, path: str, *, training_data: bool = True) -> None:
+        """:meth:`save`, optionally without the training data (``training_data=False``)."""
         residual_file = None
         if self.model_ is not None:
             residual_file = os.path.basename(path) + ".residual.json"
@@ -264,13 +391,20 @@ class HybridCostModel(ms.cost_model.PyCostModel):
                 "params": {"residual": self.residual, "objective": self.objective, "min_samples": self.min_samples,
                            "refit_growth": self.refit_growth, "evidence_half": self.evidence_half,
                            "pretrained_weight": self.pretrained_weight, "seed": self.seed},
+                "feature_names": [f"per_store_{i}" for i in range(PER_STORE_FEATURE_COLUMNS)]
+                + list(ANALYTICAL_FEATURES),
                 "residual_file": residual_file, "fitted_on": self.fitted_on_, "failed_count": self.failed_count_,
+                "fitted_counts": self.fitted_counts_, "bounds": self.bounds_,
+                "trained_on": sorted(set(self.groups_)),
+                "training": {"X": self.X_, "log_analytical_s": self.log_analytical_,
+                             "log_measured_s": self.log_measured_, "groups": self.groups_} if training_data else None,
                 "n_samples": len(self.X_)}
         with open(path, "w") as f:
-            json.dump(meta, f, indent=1)
+            json.dump(meta, f)
 
     def load(self, path: str) -> None:
-        """Read a file written by :meth:`save` (or ``tvm-latmodel train``).
+        """Read a file written by :meth:`save` (or ``tvm-latmodel train``):
+        the fitted residual and the data it was fitted on.
 
         Raises
         ------
@@ -279,9 +413,7 @@ class HybridCostModel(ms.cost_model.PyCostModel):
             different target family than this model's hardware.
         """
         meta, residual = _read_model_file(path)
-        want = self._hw.kind if self._hw is not None else (
-            self.hardware.kind if isinstance(self.hardware, HardwareSpec) else
-            (_target_family(self.target) if self.target is not None else None))
+        want = self._hw.kind if self._hw is not None else self._hardware_kind_hint()
         if want is not None and meta.get("target_family") not in (None, want):
             raise ValueError(f"{path}: model was trained for a {meta['target_family']} target, "
                              f"this model tunes a {want} target")
@@ -293,6 +425,15 @@ class HybridCostModel(ms.cost_model.PyCostModel):
         self.model_ = residual
         self.fitted_on_ = int(meta.get("fitted_on", 0))
         self.failed_count_ = int(meta.get("failed_count", 0))
+        self.fitted_counts_ = {str(k): int(v) for k, v in meta.get("fitted_counts", {}).items()}
+        self.bounds_ = {str(k): float(v) for k, v in meta.get("bounds", {}).items()}
+        data = meta.get("training") or {}
+        self.X_ = [list(map(float, row)) for row in data.get("X", [])]
+        self.log_analytical_ = [float(x) for x in data.get("log_analytical_s", [])]
+        self.log_measured_ = [float(x) for x in data.get("log_measured_s", [])]
+        self.groups_ = [str(g) for g in data.get("groups", [])]
+        if not (len(self.X_) == len(self.log_analytical_) == len(self.log_measured_) == len(self.groups_)):
+            raise ValueError(f"{path}: its training data columns differ in length")
 
     def _load_pretrained(self, path: str) -> None:
         meta, residual = _read_model_file(path)
@@ -304,6 +445,14 @@ class HybridCostModel(ms.cost_model.PyCostModel):
                              f"cannot start a {want} model")
         self.pretrained_model_ = residual
         self.pretrained_family_ = meta.get("target_family")
+        self.pretrained_workloads_ = frozenset(str(w) for w in meta.get("trained_on", []))
+
+    def _load_shipped(self, family: str) -> None:
+        """Start from the residual shipped for ``family``, if the package has one."""
+        self._shipped_checked = True
+        path = shipped_model_path(family)
+        if path is not None:
+            self._load_pretrained(path)
 
     def _hardware_kind_hint(self):
         if isinstance(self.hardware, HardwareSpec):
@@ -316,6 +465,18 @@ class HybridCostModel(ms.cost_model.PyCostModel):
         if key not in self._warned:
             self._warned.add(key)
             warnings.warn(f"HybridCostModel: {message}", RuntimeWarning, stacklevel=3)
+
+
+def shipped_model_path(family: str) -> str | None:
+    """The pretrained model file that ships for target ``family`` ("cpu" on
+    x86), or None when the package has none for it."""
+    import platform
+    from importlib import resources
+
+    if family != "cpu" or platform.machine().lower() not in ("x86_64", "amd64"):
+        return None
+    path = resources.files("tvm_latmodel.model") / "pretrained" / "cpu-x86.json"
+    return str(path) if path.is_file() else None
 
 
 def _read_model_file(path: str):

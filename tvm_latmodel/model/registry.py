@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 #: Model names :func:`make_model` knows.
-MODEL_NAMES = ("analytical", "hybrid", "xgb", "random")
+MODEL_NAMES = ("analytical", "hybrid", "xgb", "xgb-nowarmup", "random")
 
 
 def _random_model_class():
@@ -45,26 +45,33 @@ def _random_model_class():
 _RANDOM_MODEL = None
 
 
-def make_model(name: str, seed: int = 0, pretrained: str | os.PathLike | None = None, *, target=None):
+def make_model(name: str, seed: int = 0, pretrained: str | os.PathLike | None = "shipped", *, target=None,
+               extractor=None):
     """A fresh MetaSchedule cost model by short name.
 
     Parameters
     ----------
-    name : {"analytical", "hybrid", "xgb", "random"}
+    name : {"analytical", "hybrid", "xgb", "xgb-nowarmup", "random"}
         ``xgb`` is TVM's own ``ms.cost_model.XGBModel`` with TVM's defaults
-        (seeded through ``XGBConfig.seed``). Note that it returns *random*
-        scores until it holds ``num_warmup_samples`` = 100 samples: that is
-        its real behaviour in a search, kept on purpose. ``random`` is a
-        seeded random scorer. ``hybrid`` and ``analytical`` are
-        :class:`tvm_latmodel.cost_model.HybridCostModel` with and without its
-        learned residual.
+        (seeded through ``XGBConfig.seed``): it returns *random* scores until
+        it holds ``num_warmup_samples`` = 100 samples, its real behaviour in
+        a search. ``xgb-nowarmup`` is the same model with
+        ``num_warmup_samples=0``, the strongest setting a TVM user can pick
+        for ranking with few samples (random only while it has no data at
+        all). ``random`` is a seeded random scorer. ``hybrid`` and
+        ``analytical`` are :class:`tvm_latmodel.model.cost_model.HybridCostModel`
+        with and without its learned residual.
     seed : int
         Seed of the model's own random state.
-    pretrained : path, optional
-        A saved HybridCostModel (``hybrid``/``analytical`` only; TVM's
-        XGBModel files are pickles, which we never load from users).
+    pretrained : "shipped", path or None
+        The hybrid model's starting residual (see ``HybridCostModel``); the
+        ``analytical`` model has none, and ``xgb``/``random`` cannot load one
+        (TVM's XGBModel files are pickles, which we never load from users).
     target : tvm.target.Target, optional
         The target the model predicts for (HybridCostModel).
+    extractor : FeatureExtractor, optional
+        The per-store feature extractor of the XGBoost models (default TVM's
+        ``PerStoreFeature``; replay passes a cached one that returns the same).
 
     Raises
     ------
@@ -74,15 +81,18 @@ def make_model(name: str, seed: int = 0, pretrained: str | os.PathLike | None = 
     global _RANDOM_MODEL
     if name not in MODEL_NAMES:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}")
-    if pretrained is not None and name in ("xgb", "random"):
+    if pretrained not in (None, "shipped") and name in ("xgb", "xgb-nowarmup", "random"):
         raise ValueError(
-            f"--pretrained is for the hybrid and analytical models; the {name} model cannot load "
+            f"--pretrained is for the hybrid model; the {name} model cannot load "
             "one (TVM's XGBModel files are pickles, which are never loaded from user input)"
         )
-    if name == "xgb":
+    if name in ("xgb", "xgb-nowarmup"):
         from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig, XGBModel
 
-        return XGBModel(config=XGBConfig(seed=int(seed)))
+        kwargs = {"num_warmup_samples": 0} if name == "xgb-nowarmup" else {}
+        if extractor is not None:
+            kwargs["extractor"] = extractor
+        return XGBModel(config=XGBConfig(seed=int(seed)), **kwargs)
     if name == "random":
         if _RANDOM_MODEL is None:
             _RANDOM_MODEL = _random_model_class()
@@ -91,7 +101,7 @@ def make_model(name: str, seed: int = 0, pretrained: str | os.PathLike | None = 
 
     return HybridCostModel(
         target=target,
-        pretrained=None if pretrained is None else str(pretrained),
+        pretrained=None if (pretrained is None or name == "analytical") else str(pretrained),
         residual=(name == "hybrid"),
         seed=int(seed),
     )

@@ -50,9 +50,15 @@ class TaskMetrics:
     top5_score: float
     mape: float | None
     trials_to_5pct: int
+    #: The task's workload is in the model's pretraining data: scored, but
+    #: reported apart and left out of the mean.
+    in_pretraining: bool = False
 
     def to_dict(self) -> dict:
-        return {"task": self.task, **{k: getattr(self, k) for k in METRIC_KEYS}}
+        out = {"task": self.task, **{k: getattr(self, k) for k in METRIC_KEYS}}
+        if self.in_pretraining:
+            out["in_pretraining"] = True
+        return out
 
 
 @dataclass
@@ -81,27 +87,45 @@ class ReplayReport:
     predictions: list[dict]
     searches: dict[str, SearchResult]
 
-    def mean(self) -> dict:
-        """Every numeric metric averaged over tasks (``mape``: over tasks that have one, else None)."""
+    def mean(self, in_pretraining: bool = False) -> dict:
+        """Every numeric metric averaged over the tasks the model was not
+        pretrained on (``in_pretraining=True``: over those it was), ``mape``
+        over tasks that have one; None where no task qualifies."""
         out: dict[str, float | None] = {}
+        tasks = [t for t in self.tasks if t.in_pretraining == in_pretraining]
         for key in METRIC_KEYS:
-            values = [getattr(t, key) for t in self.tasks if getattr(t, key) is not None]
+            values = [getattr(t, key) for t in tasks if getattr(t, key) is not None]
             out[key] = float(np.mean(values)) if values else None
         return out
 
     def to_dict(self) -> dict:
-        """The ``--json`` document: ``{"model", "shots", "tasks": [...], "mean": {...}}``."""
-        return {
+        """The ``--json`` document: ``{"model", "shots", "tasks": [...], "mean": {...}}``,
+        plus ``"mean_in_pretraining"`` when some tasks were in the model's pretraining data."""
+        out = {
             "model": self.model,
             "shots": self.shots,
             "tasks": [t.to_dict() for t in self.tasks],
             "mean": self.mean(),
         }
+        if any(t.in_pretraining for t in self.tasks):
+            out["mean_in_pretraining"] = self.mean(in_pretraining=True)
+        return out
 
 
 def _task_seed(seed: int, name: str) -> np.random.SeedSequence:
     # Stable across runs and across which other tasks are loaded.
     return np.random.SeedSequence([int(seed) & 0xFFFFFFFF, zlib.crc32(name.encode())])
+
+
+def task_in_pretraining(model, task: Task) -> bool:
+    """Whether ``task``'s workload is among those ``model`` was pretrained on
+    (``model.pretrained_workloads_``, structural hashes; models without one: no)."""
+    workloads = getattr(model, "pretrained_workloads_", None)
+    if not workloads:
+        return False
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.utils.shash2hex(task.mod) in workloads
 
 
 class ReplayEvaluator:
@@ -205,7 +229,16 @@ class ReplayEvaluator:
                 )
                 continue
             rng = np.random.default_rng(_task_seed(self.seed + 1, task.name))
-            model = _SeededCalls(model_factory(task), rng)
+            raw_model = model_factory(task)
+            seen = task_in_pretraining(raw_model, task)
+            if seen:
+                warnings.warn(
+                    f"{task.path}: task {task.name} is in the pretrained model's training data; "
+                    "its metrics are reported apart and left out of the mean",
+                    ReplayWarning,
+                    stacklevel=2,
+                )
+            model = _SeededCalls(raw_model, rng)
             if self.transfer:
                 for oi, other in enumerate(tasks):
                     if oi != ti:
@@ -240,6 +273,7 @@ class ReplayEvaluator:
                     top5_score=top_k_score(scores, latency, 5),
                     mape=mape,
                     trials_to_5pct=search.trials_to_target,
+                    in_pretraining=seen,
                 )
             )
             predictions.extend(

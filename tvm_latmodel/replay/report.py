@@ -20,7 +20,8 @@ def format_table(report: ReplayReport) -> str:
             return str(int(v))
         return f"{v:.1f}" if key == "mape" else f"{v:.3f}"
 
-    rows = [[t.task] + [fmt(getattr(t, k), k) for k in METRIC_KEYS] for t in report.tasks]
+    rows = [[t.task + ("*" if t.in_pretraining else "")] + [fmt(getattr(t, k), k) for k in METRIC_KEYS]
+            for t in report.tasks]
     mean = report.mean()
     rows.append(["mean"] + ["-" if mean[k] is None else f"{mean[k]:.1f}" if k in ("records", "trials_to_5pct", "mape")
                             else f"{mean[k]:.3f}" for k in METRIC_KEYS])
@@ -33,6 +34,8 @@ def format_table(report: ReplayReport) -> str:
         if i == len(rows) - 1:
             lines.append("-" * len(lines[1]))
         lines.append("  ".join(x.ljust(w) if c == 0 else x.rjust(w) for c, (x, w) in enumerate(zip(r, widths))))
+    if any(t.in_pretraining for t in report.tasks):
+        lines.append("* in the pretrained model's training data: reported apart, left out of the mean")
     return "\n".join(lines)
 
 

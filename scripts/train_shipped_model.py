@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Train the residual that ships in the package (``HybridCostModel()``'s default
+for x86 CPUs): ``tvm_latmodel/model/pretrained/cpu-x86.json``.
+
+It is fitted, with the default objective, on every complete log under
+``tuning_logs/cpu`` except the families named in ``--hold-out`` (default
+MBV2 and XFM: kept out so that replaying their logs with the shipped model is
+a held-out check). The file lists the structural hashes of the workloads it
+was trained on, and ``replay`` reports those tasks apart. The training data
+itself is left out of the shipped file (it would be megabytes); models saved
+by ``tvm-latmodel train`` or ``save()`` keep it.
+
+    python scripts/train_shipped_model.py tuning_logs/cpu
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "tvm_latmodel", "model", "pretrained", "cpu-x86.json")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("logs", nargs="+")
+    ap.add_argument("--hold-out", nargs="*", default=["MBV2", "XFM"], help="families left out")
+    ap.add_argument("--min-records", type=int, default=64, help="skip logs still being recorded")
+    ap.add_argument("-o", "--output", default=OUT)
+    args = ap.parse_args()
+
+    from tvm_latmodel.model.cost_model import HybridCostModel
+    from tvm_latmodel.replay import find_databases, load_database
+    from tvm_latmodel.sampling import make_context
+
+    warnings.simplefilter("ignore")
+    tasks = []
+    for p in args.logs:
+        for db in find_databases(p):
+            family = db.name.split("_")[0]
+            n = sum(1 for line in open(db / "database_tuning_record.json") if line.strip())
+            if family in args.hold_out or n < args.min_records:
+                print(f"[ship] skip {db.name} ({'held out' if family in args.hold_out else f'{n} records'})",
+                      file=sys.stderr)
+                continue
+            tasks.extend(load_database(db, name=db.name))
+    model = HybridCostModel(target=tasks[0].target, pretrained=None, min_samples=10**9)
+    for t in tasks:
+        model.update(make_context(t.mod, t.target), t.candidates(), t.results())
+        print(f"[ship] {t.name}: {len(t)} records", file=sys.stderr)
+    model.min_samples = HybridCostModel(pretrained=None).min_samples
+    model.refit()
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    model.write(args.output, training_data=False)
+    print(f"shipped residual: {model.fitted_on_} records of {len(tasks)} tasks "
+          f"({', '.join(t.name for t in tasks)}), objective {model.objective} -> {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
