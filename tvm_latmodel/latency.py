@@ -29,15 +29,14 @@ def check_run_secs(raw: Any) -> tuple[tuple[float, ...] | None, str | None]:
     """
     if raw is None or (isinstance(raw, (list, tuple)) and not raw):
         return None, "empty run_secs (the candidate was never measured): counted as failed"
-    if not isinstance(raw, (list, tuple)) or not all(
-        isinstance(x, (int, float)) and not isinstance(x, bool) for x in raw
-    ):
-        try:  # TVM hands over FloatImm arrays
-            values = tuple(float(x) for x in raw)
-        except (TypeError, ValueError):
-            return None, f"run_secs must be a list of numbers, got {_short_json(raw)}"
-    else:
+    if isinstance(raw, (str, bytes, dict)) or any(isinstance(x, (bool, str, bytes)) for x in _items(raw)):
+        return None, f"run_secs must be a list of numbers, got {_short_json(raw)}"
+    try:  # TVM hands over FloatImm arrays
         values = tuple(float(x) for x in raw)
+    except OverflowError:  # an integer too large for a double
+        return None, f"run_secs {_short_json(raw)} is not finite: counted as failed"
+    except (TypeError, ValueError):
+        return None, f"run_secs must be a list of numbers, got {_short_json(raw)}"
     if not values:
         return None, "empty run_secs (the candidate was never measured): counted as failed"
     if any(math.isnan(x) or math.isinf(x) for x in values):
@@ -47,6 +46,13 @@ def check_run_secs(raw: Any) -> tuple[tuple[float, ...] | None, str | None]:
     if any(x <= 0 for x in values):
         return None, f"run_secs {list(values)} is not positive: counted as failed"
     return values, None
+
+
+def _items(raw: Any) -> tuple:
+    try:
+        return tuple(raw)
+    except TypeError:
+        return ()
 
 
 def mean_latency_s(run_secs: Any) -> float | None:
@@ -66,4 +72,8 @@ def _short_json(raw: Any) -> str:
     try:
         return json.dumps(raw)[:80]
     except (TypeError, ValueError):
+        pass
+    try:
         return repr(raw)[:80]
+    except ValueError:  # an int of more digits than Python will print
+        return f"<{type(raw).__name__}>"

@@ -36,8 +36,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--shots", type=int, default=0, metavar="K",
                    help="give the model K records of each task (seeded sample) through update() "
                         "before scoring the rest (default 0)")
-    p.add_argument("--pretrained", default=None, metavar="FILE",
-                   help="a saved hybrid model to start from (hybrid/analytical only)")
+    p.add_argument("--pretrained", default="shipped", metavar="FILE",
+                   help="the hybrid model's starting residual: 'shipped' (default: the one in the "
+                        "package for this target family), 'none', or a saved model file")
     p.add_argument("--transfer", action="store_true",
                    help="leave-one-task-out: give the model all records of every other task first")
     p.add_argument("--seed", type=int, default=0, help="seed of the shots and the models (default 0)")
@@ -53,6 +54,31 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"tvm-latmodel replay: warning: {message}", file=sys.stderr)
 
 
+def skipped_summary(tasks) -> list[str]:
+    """One line per database that had lines skipped: how many records were used,
+    how many lines skipped, and whether a file is still being written."""
+    by_path: dict = {}
+    for task in tasks:
+        by_path.setdefault(str(task.path), []).append(task)
+    out = []
+    for path, group in by_path.items():
+        skipped = group[0].skipped_lines  # the same for every task of a database
+        n_skipped = sum(len(v) for v in skipped.values())
+        n_failed = sum(len(t.failed_indices) for t in group)
+        if not n_skipped and not n_failed:
+            continue
+        used = sum(len(t) for t in group)
+        text = f"{path}: used {used} records; skipped {n_skipped} unreadable line{'s' * (n_skipped != 1)}"
+        per_file = [f"{len(v)} of {name}" for name, v in skipped.items() if v]
+        if per_file:
+            text += f" ({', '.join(per_file)})"
+        text += f" and {n_failed} failed measurement{'s' * (n_failed != 1)}"
+        for name in group[0].incomplete_files:
+            text += f"; the last line of {name} is incomplete (still being written?)"
+        out.append(text)
+    return out
+
+
 def run_replay(args) -> int:
     """Run the ``replay`` command. Returns the exit status."""
     from ..replay import ReplayWarning, format_table, plot_report, replay, write_dump
@@ -64,17 +90,19 @@ def run_replay(args) -> int:
         old_show = warnings.showwarning
         warnings.showwarning = _show_warning
         try:
-            _, report = replay(
+            tasks, report = replay(
                 args.paths,
                 args.model,
                 shots=args.shots,
                 transfer=args.transfer,
                 seed=args.seed,
-                pretrained=args.pretrained,
+                pretrained=None if args.pretrained == "none" else args.pretrained,
                 progress=True,
             )
         finally:
             warnings.showwarning = old_show
+    for line in skipped_summary(tasks):
+        print(f"tvm-latmodel replay: {line}", file=sys.stderr)
     if args.dump:
         write_dump(report, args.dump)
         print(f"wrote {len(report.predictions)} predictions to {args.dump}", file=sys.stderr)

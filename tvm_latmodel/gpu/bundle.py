@@ -26,7 +26,8 @@ per ``tirx.kernel_launch_params`` tag) and generate the device code from the
 same lowered module.
 
 Each workload also carries its parameters (name, shape, dtype, role), the
-workload IRModule (``tvm.ir.save_json``) and, when the workload comes from a
+workload IRModule (``tvm.ir.save_json``, with the SHA-256 of that text, checked
+before TVM parses it) and, when the workload comes from a
 known ``te_workload`` family, a ``reference`` spec (operator kind and
 parameters) from which the timer computes the expected output with PyTorch.
 """
@@ -45,6 +46,7 @@ from typing import Any
 import tvm
 import tvm_ffi
 
+from ..traces import check_trace_json
 from .launch import _buffer_info, launch_plan
 
 BUNDLE_FORMAT = "tvm-latmodel-gpu-bundle"
@@ -256,11 +258,13 @@ def make_bundle(
                 continue
             candidates.append({"index": len(candidates), "origin": origin, **entry})
         func = mod["main"]
+        mod_json = tvm.ir.save_json(mod)
         entries.append(
             {
                 "name": name,
                 "workload_hash": structural_hash_hex(mod),
-                "mod_json": tvm.ir.save_json(mod),
+                "mod_json": mod_json,
+                "mod_json_sha256": _sha256_text(mod_json),
                 "params": param_specs(func),
                 "reference": reference_spec(name),
                 "lowering_errors": errors,
@@ -319,20 +323,20 @@ def load_bundle(path: str | os.PathLike) -> dict:
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        If it is not JSON, not a bundle, or of another format version.
+        Naming the file: not UTF-8 JSON (or a broken gzip stream), not a
+        bundle, of another format version, or a field missing or malformed
+        (see :func:`validate_bundle`).
     """
+    from ..fileformat import load_json
+
     path = str(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: no such bundle file")
-    with _open_text(path, "r") as fh:
-        try:
-            bundle = json.load(fh)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: line {err.lineno}: not valid JSON: {err.msg}") from None
-        except (OSError, EOFError) as err:  # a bad gzip stream
-            raise ValueError(f"{path}: cannot read: {err}") from None
+    bundle = load_json(path, "GPU bundle")
     validate_bundle(bundle, path)
     return bundle
+
+
+def _sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def bundle_sha256(path: str | os.PathLike) -> str:
@@ -344,38 +348,185 @@ def bundle_sha256(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+class _Check:
+    """``need(cond, where, message)`` raising ValueError; the checks of one bundle."""
+
+    def __init__(self, origin: str):
+        self.origin = origin
+
+    def __call__(self, cond: bool, where: str, message: str) -> None:
+        if not cond:
+            raise ValueError(f"{self.origin}: {where}{': ' if where else ''}{message}")
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_count(x: Any, low: int = 0) -> bool:
+    return _is_int(x) and low <= x < 2**63
+
+
+def _is_dims(x: Any) -> bool:
+    # Positive; grid x below 2^31 as CUDA requires (the device checks the rest at launch).
+    return isinstance(x, list) and len(x) == 3 and all(_is_count(v, 1) for v in x) and x[0] < 2**31
+
+
+def _shown(x: Any) -> str:
+    try:
+        text = json.dumps(x)
+    except ValueError:
+        text = f"<{type(x).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_buffer(need: _Check, info: Any, where: str, roles: bool) -> None:
+    need(isinstance(info, dict), where, f"must be an object, got {_shown(info)}")
+    keys = ("name", "shape", "dtype", "role") if roles else ("name", "shape", "dtype")
+    for key in keys:
+        need(key in info, where, f"missing key {key!r}")
+    need(isinstance(info["name"], str), where, f"name {_shown(info['name'])} is not a string")
+    need(isinstance(info["dtype"], str) and info["dtype"], where, f"dtype {_shown(info['dtype'])} is not a dtype")
+    need(isinstance(info["shape"], list) and all(_is_count(d) for d in info["shape"]), where,
+         f"shape {_shown(info['shape'])} is not a list of non-negative integers")
+    if roles:
+        need(info["role"] in ("input", "output"), where, f"role {_shown(info['role'])} is not 'input' or 'output'")
+
+
+def _check_launch(need: _Check, launch: Any, where: str, n_params: int, n_workspace: int) -> None:
+    need(isinstance(launch, dict), where, f"must be an object, got {_shown(launch)}")
+    for key in ("kernel", "grid", "block", "args"):
+        need(key in launch, where, f"missing key {key!r}")
+    need(isinstance(launch["kernel"], str) and launch["kernel"], where,
+         f"kernel {_shown(launch['kernel'])} is not a name")
+    need(_is_dims(launch["grid"]), where, f"grid {_shown(launch['grid'])} is not 3 positive ints")
+    need(_is_dims(launch["block"]), where, f"block {_shown(launch['block'])} is not 3 positive ints")
+    dyn = launch.get("dynamic_shared_memory_bytes", 0)
+    need(_is_count(dyn), where, f"dynamic_shared_memory_bytes {_shown(dyn)} is not a non-negative integer")
+    need(isinstance(launch.get("flags", []), list), where, "flags is not a list")
+    need(isinstance(launch["args"], list), where, f"args {_shown(launch['args'])} is not a list")
+    for ai, arg in enumerate(launch["args"]):
+        kind = arg.get("kind") if isinstance(arg, dict) else None
+        need(kind in ("param", "workspace", "scalar"), where, f"args[{ai}] has kind {_shown(kind)}")
+        if kind == "param":
+            index = arg.get("index")
+            need(_is_int(index) and 0 <= index < n_params, where, f"args[{ai}] bad param index {_shown(index)}")
+        elif kind == "workspace":
+            index = arg.get("index")
+            need(_is_int(index) and 0 <= index < n_workspace, where,
+                 f"args[{ai}] bad workspace index {_shown(index)}")
+        else:
+            need("dtype" in arg and "value" in arg, where, f"args[{ai}] scalar lacks dtype/value")
+            need(isinstance(arg["dtype"], str), where, f"args[{ai}] dtype {_shown(arg['dtype'])} is not a dtype")
+            value = arg["value"]
+            need((_is_int(value) and abs(value) < 2**63)
+                 or (isinstance(value, float) and value == value and abs(value) != float("inf")),
+                 where, f"args[{ai}] value {_shown(value)} is not a finite number")
+
+
 def validate_bundle(bundle: Any, where: str = "bundle") -> None:
-    """Raise ValueError naming ``where`` and the problem if ``bundle`` is malformed."""
-    if not isinstance(bundle, dict):
-        raise ValueError(f"{where}: a bundle is a JSON object, got {type(bundle).__name__}")
-    if bundle.get("format") != BUNDLE_FORMAT:
-        raise ValueError(f"{where}: not a GPU bundle (format {bundle.get('format')!r})")
-    if bundle.get("version") != BUNDLE_VERSION:
-        raise ValueError(
-            f"{where}: bundle format version {bundle.get('version')!r}, "
-            f"this code reads version {BUNDLE_VERSION}"
-        )
+    """Raise ValueError naming ``where`` and the first problem if ``bundle`` is malformed.
+
+    Checks every field that ``scripts/gpu_timer.py`` and :func:`import_results
+    <tvm_latmodel.gpu.importer.import_results>` use, and its type, so that a
+    bundle that passes cannot fail later with a ``KeyError`` or ``TypeError``.
+    (The TVM objects inside, ``mod_json``, ``trace`` and ``target``, are
+    checked by the importer when it rebuilds them.)
+    """
+    need = _Check(str(where))
+    need(isinstance(bundle, dict), "", f"a bundle is a JSON object, got {type(bundle).__name__}")
+    need(bundle.get("format") == BUNDLE_FORMAT, "", f"not a GPU bundle (format {_shown(bundle.get('format'))})")
+    version = bundle.get("version")
+    need(_is_int(version) and version == BUNDLE_VERSION, "",
+         f"bundle format version {_shown(version)}, this code reads version {BUNDLE_VERSION}")
     for key in ("target", "workloads", "tvm_version"):
-        if key not in bundle:
-            raise ValueError(f"{where}: missing key {key!r}")
+        need(key in bundle, "", f"missing key {key!r}")
+    need(isinstance(bundle["tvm_version"], str), "", f"tvm_version {_shown(bundle['tvm_version'])} is not a string")
+    need(isinstance(bundle["target"], dict) and isinstance(bundle["target"].get("kind"), str), "",
+         f"target {_shown(bundle['target'])} is not a target JSON object")
+    for key in ("seed", "per_workload"):
+        if key in bundle:
+            need(_is_count(bundle[key]), "", f"{key} {_shown(bundle[key])} is not a non-negative integer")
+    need(isinstance(bundle["workloads"], list), "", f"'workloads' must be a list, got {_shown(bundle['workloads'])}")
+    names = set()
     for wi, wl in enumerate(bundle["workloads"]):
+        w = f"workloads[{wi}]"
+        need(isinstance(wl, dict), w, f"must be an object, got {_shown(wl)}")
         for key in ("name", "params", "candidates", "mod_json"):
-            if key not in wl:
-                raise ValueError(f"{where}: workloads[{wi}] lacks key {key!r}")
+            need(key in wl, w, f"lacks key {key!r}")
+        need(isinstance(wl["name"], str) and wl["name"], w, f"name {_shown(wl['name'])} is not a workload name")
+        need(wl["name"] not in names, w, f"workload {wl['name']!r} appears twice")
+        names.add(wl["name"])
+        w = f"workloads[{wi}] ({wl['name']})"
+        need(isinstance(wl["mod_json"], str) and wl["mod_json"], w, "mod_json is not an IRModule JSON string")
+        for key in ("workload_hash", "mod_json_sha256"):
+            if key in wl:
+                need(isinstance(wl[key], str), w, f"{key} {_shown(wl[key])} is not a string")
+        # TVM's JSON loader trusts the node graph (a damaged one can crash the
+        # process), so a bundle that carries the text's SHA-256 is checked first.
+        if "mod_json_sha256" in wl:
+            need(_sha256_text(wl["mod_json"]) == wl["mod_json_sha256"], w,
+                 "mod_json does not match its mod_json_sha256 (the file is damaged)")
+        need(isinstance(wl["params"], list), w, f"params {_shown(wl['params'])} is not a list")
+        for pi, param in enumerate(wl["params"]):
+            _check_buffer(need, param, f"{w} params[{pi}]", roles=True)
+        ref = wl.get("reference")
+        need(ref is None or (isinstance(ref, dict) and isinstance(ref.get("op"), str)
+                             and isinstance(ref.get("params", {}), dict)),
+             w, f"reference {_shown(ref)} is not null or {{op, params}}")
+        errors = wl.get("lowering_errors", [])
+        need(isinstance(errors, list) and all(isinstance(e, str) for e in errors), w,
+             "lowering_errors is not a list of strings")
+        need(isinstance(wl["candidates"], list), w, f"candidates {_shown(wl['candidates'])} is not a list")
+        indices = set()
         for ci, cand in enumerate(wl["candidates"]):
+            c = f"{w} candidates[{ci}]"
+            need(isinstance(cand, dict), c, f"must be an object, got {_shown(cand)}")
             for key in ("index", "trace", "source", "launches", "workspace"):
-                if key not in cand:
-                    raise ValueError(
-                        f"{where}: workloads[{wi}] ({wl['name']}) candidates[{ci}] lacks key {key!r}"
-                    )
+                need(key in cand, c, f"lacks key {key!r}")
+            need(_is_count(cand["index"]), c, f"index {_shown(cand['index'])} is not a non-negative integer")
+            need(cand["index"] not in indices, c, f"index {cand['index']} appears twice")
+            indices.add(cand["index"])
+            why = check_trace_json(cand["trace"])
+            need(why is None, c, f"trace is not one TVM can apply ({why})")
+            for key in ("mod_hash", "origin"):
+                if key in cand:
+                    need(isinstance(cand[key], str), c, f"{key} {_shown(cand[key])} is not a string")
+            need(isinstance(cand["source"], str) and cand["source"], c, "empty source")
+            need(isinstance(cand["workspace"], list), c, f"workspace {_shown(cand['workspace'])} is not a list")
+            for bi, buf in enumerate(cand["workspace"]):
+                _check_buffer(need, buf, f"{c} workspace[{bi}]", roles=False)
+            need(isinstance(cand["launches"], list) and cand["launches"], c, "no launches")
+            for li, launch in enumerate(cand["launches"]):
+                _check_launch(need, launch, f"{c} launches[{li}]", len(wl["params"]), len(cand["workspace"]))
 
 
-def workload_of(entry: dict) -> tvm.IRModule:
-    """The workload IRModule stored in a bundle entry."""
-    mod = tvm.ir.load_json(entry["mod_json"])
+def workload_of(entry: dict, where: str = "bundle") -> tvm.IRModule:
+    """The workload IRModule stored in a bundle entry.
+
+    Raises
+    ------
+    ValueError
+        Naming ``where`` and the workload: ``mod_json`` is not an IRModule
+        with a ``main`` PrimFunc, or does not match ``workload_hash``.
+    """
+    try:
+        mod = tvm.ir.load_json(entry["mod_json"])
+    except Exception as err:  # TVM raises its own error types
+        raise ValueError(f"{where}: workload {entry['name']}: mod_json is not a TVM IRModule "
+                         f"({_first_line(err)})") from None
+    funcs = {g.name_hint: f for g, f in mod.functions.items()} if isinstance(mod, tvm.IRModule) else {}
+    if not isinstance(funcs.get("main"), tvm.tirx.PrimFunc):
+        raise ValueError(f"{where}: workload {entry['name']}: mod_json is not an IRModule with a main PrimFunc")
     if structural_hash_hex(mod) != entry.get("workload_hash", structural_hash_hex(mod)):
-        raise ValueError(f"workload {entry['name']}: stored module does not match its hash")
+        raise ValueError(f"{where}: workload {entry['name']}: stored module does not match its hash")
     return mod
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [t for t in str(err).strip().splitlines() if t.strip()]
+    text = lines[0] if lines else type(err).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 __all__ = [

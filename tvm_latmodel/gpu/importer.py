@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from ..latency import FAILURE_SENTINEL_S
-from .bundle import load_bundle, structural_hash_hex, workload_of
+from ..traces import check_trace_json
+from ..latency import FAILURE_SENTINEL_S, check_run_secs
+from .bundle import bundle_sha256, load_bundle, structural_hash_hex, workload_of
 
 RESULTS_FORMAT = "tvm-latmodel-gpu-results"
 RESULTS_VERSION = 1
@@ -64,23 +65,91 @@ class ImportSummary:
         }
 
 
+_KNOWN_STATUSES = ("ok", "skipped", *FAILED_STATUSES)
+
+
+def _shown(x) -> str:
+    try:
+        text = json.dumps(x)
+    except ValueError:
+        text = f"<{type(x).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def load_results(path: str | os.PathLike) -> dict:
-    """Read a results file; ValueError naming the file and problem if malformed."""
+    """Read and check a results file written by ``scripts/gpu_timer.py``.
+
+    Every field the importer uses is checked: each workload has a unique
+    ``name`` and a list of ``candidates``; each candidate a unique
+    non-negative ``index`` and a known ``status``; an ``ok`` candidate's
+    ``times_s`` are finite positive seconds. (Other fields, such as a
+    mismatch's error statistics, may hold NaN, which the timer writes.)
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        Naming the file (and the workload and candidate) and the problem.
+    """
+    from ..fileformat import load_json
+
     path = str(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: no such results file")
-    with open(path, encoding="utf-8") as fh:
-        try:
-            res = json.load(fh)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: line {err.lineno}: not valid JSON: {err.msg}") from None
+    res = load_json(path, "GPU timer results", strict=False)
     if not isinstance(res, dict) or res.get("format") != RESULTS_FORMAT:
-        raise ValueError(f"{path}: not GPU timer results (format {res.get('format') if isinstance(res, dict) else None!r})")
-    if res.get("version") != RESULTS_VERSION:
-        raise ValueError(f"{path}: results version {res.get('version')!r}, this code reads {RESULTS_VERSION}")
+        got = res.get("format") if isinstance(res, dict) else f"a JSON {type(res).__name__}"
+        raise ValueError(f"{path}: not GPU timer results (format {_shown(got)})")
+    version = res.get("version")
+    if not (isinstance(version, int) and not isinstance(version, bool)) or version != RESULTS_VERSION:
+        raise ValueError(f"{path}: results version {_shown(version)}, this code reads {RESULTS_VERSION}")
+    if "bundle_sha256" in res and not isinstance(res["bundle_sha256"], str):
+        raise ValueError(f"{path}: bundle_sha256 {_shown(res['bundle_sha256'])} is not a string")
     if not isinstance(res.get("workloads"), list):
         raise ValueError(f"{path}: missing 'workloads' list")
+    names = set()
+    for wi, wres in enumerate(res["workloads"]):
+        w = f"{path}: workloads[{wi}]"
+        if not isinstance(wres, dict):
+            raise ValueError(f"{w} must be an object, got {_shown(wres)}")
+        name = wres.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{w}: name {_shown(name)} is not a workload name")
+        if name in names:
+            raise ValueError(f"{w}: workload {name!r} appears twice")
+        names.add(name)
+        w = f"{path}: workload {name}"
+        cands = wres.get("candidates", [])
+        if not isinstance(cands, list):
+            raise ValueError(f"{w}: candidates {_shown(cands)} is not a list")
+        indices = set()
+        for ci, rec in enumerate(cands):
+            c = f"{w} candidates[{ci}]"
+            if not isinstance(rec, dict):
+                raise ValueError(f"{c} must be an object, got {_shown(rec)}")
+            idx = rec.get("index")
+            if not (isinstance(idx, int) and not isinstance(idx, bool)) or idx < 0:
+                raise ValueError(f"{c}: index {_shown(idx)} is not a non-negative integer")
+            if idx in indices:
+                raise ValueError(f"{c}: candidate {idx} appears twice")
+            indices.add(idx)
+            status = rec.get("status")
+            if status not in _KNOWN_STATUSES:
+                raise ValueError(f"{c} (candidate {idx}): status {_shown(status)} is not one of "
+                                 f"{', '.join(_KNOWN_STATUSES)}")
+            times = rec.get("times_s", [])
+            if not isinstance(times, list):
+                raise ValueError(f"{c} (candidate {idx}): times_s {_shown(times)} is not a list")
+            if status == "ok" and times:
+                _, why = check_run_secs(times)
+                if why is not None:
+                    raise ValueError(f"{c} (candidate {idx}): status ok but bad times_s: {why}")
     return res
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [t for t in str(err).strip().splitlines() if t.strip()]
+    text = lines[0] if lines else type(err).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _safe_dir_name(name: str) -> str:
@@ -88,7 +157,16 @@ def _safe_dir_name(name: str) -> str:
 
 
 def rebuild_schedule(mod: tvm.IRModule, trace_json) -> tvm.s_tir.Schedule:
-    """Re-apply a JSON trace (``Trace.as_json``) to a fresh schedule of ``mod``."""
+    """Re-apply a JSON trace (``Trace.as_json``) to a fresh schedule of ``mod``.
+
+    Raises
+    ------
+    ValueError
+        For a trace that would crash TVM (:func:`~tvm_latmodel.traces.check_trace_json`).
+    """
+    why = check_trace_json(trace_json)
+    if why is not None:
+        raise ValueError(f"not a trace TVM can apply ({why})")
     sch = tvm.s_tir.Schedule(mod)
     tvm.s_tir.schedule.Trace.apply_json_to_schedule(trace_json, sch)
     return sch
@@ -127,16 +205,31 @@ def import_results(
         raise ValueError(f"failed must be 'skip' or 'max', got {failed!r}")
     bundle = load_bundle(bundle_path)
     results = load_results(results_path)
-    target = tvm.target.Target(bundle["target"])
+    sha = results.get("bundle_sha256")
+    if sha is not None and sha != bundle_sha256(bundle_path):
+        raise ValueError(f"{results_path}: these results are for another bundle (bundle_sha256 {sha[:16]}..., "
+                         f"{bundle_path} is {bundle_sha256(bundle_path)[:16]}...)")
+    try:
+        target = tvm.target.Target(bundle["target"])
+    except Exception as err:  # TVM raises its own error types
+        raise ValueError(f"{bundle_path}: target {_shown(bundle['target'])} is not a TVM target "
+                         f"({_first_line(err)})") from None
+    if target.kind.name != "cuda":
+        raise ValueError(f"{bundle_path}: target kind {target.kind.name!r} is not cuda")
     by_name = {wl["name"]: wl for wl in bundle["workloads"]}
+    for wres in results["workloads"]:  # check every name before writing anything
+        if wres["name"] not in by_name:
+            raise ValueError(f"{results_path}: workload {wres['name']!r} is not in bundle {bundle_path}")
+        known = {c["index"] for c in by_name[wres["name"]]["candidates"]}
+        for rec in wres.get("candidates", []):
+            if rec["index"] not in known:
+                raise ValueError(f"{results_path}: {wres['name']} candidate {rec['index']} is not in the bundle")
     summary = ImportSummary()
     os.makedirs(out_dir, exist_ok=True)
     for wres in results["workloads"]:
-        name = wres.get("name")
-        if name not in by_name:
-            raise ValueError(f"{results_path}: workload {name!r} is not in bundle {bundle_path}")
+        name = wres["name"]
         entry = by_name[name]
-        mod = workload_of(entry)
+        mod = workload_of(entry, str(bundle_path))
         cands = {c["index"]: c for c in entry["candidates"]}
         work_dir = os.path.join(str(out_dir), _safe_dir_name(name))
         os.makedirs(work_dir, exist_ok=True)
@@ -146,11 +239,9 @@ def import_results(
         n_rec, fails, skipped = 0, {}, 0
         seen = set()
         for rec in wres.get("candidates", []):
-            idx = rec.get("index")
-            if idx not in cands:
-                raise ValueError(f"{results_path}: {name} candidate {idx} is not in the bundle")
+            idx = rec["index"]
             seen.add(idx)
-            status = rec.get("status")
+            status = rec["status"]
             if status == "ok" and rec.get("times_s"):
                 run_secs = [float(t) for t in rec["times_s"]]
             elif status in FAILED_STATUSES:
@@ -161,7 +252,11 @@ def import_results(
             else:  # skipped, or ok without times (should not happen)
                 skipped += 1
                 continue
-            sch = rebuild_schedule(mod, cands[idx]["trace"])
+            try:
+                sch = rebuild_schedule(mod, cands[idx]["trace"])
+            except Exception as err:  # TVM raises its own error types
+                raise ValueError(f"{bundle_path}: {name} candidate {idx}: its trace does not apply to the "
+                                 f"workload ({_first_line(err)})") from None
             if verify_hash and "mod_hash" in cands[idx]:
                 got = structural_hash_hex(sch.mod)
                 if got != cands[idx]["mod_hash"]:

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
 import os
 from dataclasses import dataclass, field
 from importlib import resources
 
 from .. import __version__
+from ..fileformat import check_header, read_versioned_json
 
 SPEC_FORMAT = "tvm-latmodel-hardware"
 SPEC_FORMAT_VERSION = 1
@@ -69,6 +72,41 @@ class MemoryLevel:
     bandwidth_gbps: float
     shared: bool = False
 
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"MemoryLevel.name must be a non-empty string, got {self.name!r}")
+        where = f"memory level {self.name}"
+        _check_real(f"{where}: size_bytes", self.size_bytes, *_SIZE_BYTES_RANGE)
+        _check_real(f"{where}: bandwidth_gbps", self.bandwidth_gbps, *_RATE_RANGE)
+        if not isinstance(self.shared, bool):
+            raise ValueError(f"{where}: shared must be true or false, got {self.shared!r}")
+
+
+# Ranges a value of a real machine falls in; anything outside is a typo or a
+# corrupt file (and would make latencies overflow or vanish), so it is refused.
+_SIZE_BYTES_RANGE = (1.0, 1e18)        # a byte .. an exabyte
+_RATE_RANGE = (1e-3, 1e9)              # GB/s or GFLOP/s: a MB/s .. an exa-unit per second
+_LAUNCH_OVERHEAD_RANGE_S = (0.0, 1.0)
+_PARALLEL_UNITS_RANGE = (1, 10**7)
+_VECTOR_BITS_RANGE = (8, 65536)
+_GPU_LIMIT_RANGE = (0, 2**31 - 1)
+
+
+def _check_real(name: str, value, low: float, high: float) -> None:
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if ok:
+        try:
+            ok = math.isfinite(float(value)) and low <= float(value) <= high
+        except OverflowError:
+            ok = False
+    if not ok:
+        raise ValueError(f"{name} must be a number in [{low:g}, {high:g}], got {value!r}")
+
+
+def _check_int(name: str, value, low: int, high: int) -> None:
+    if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and low <= value <= high):
+        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+
 
 @dataclass(frozen=True)
 class HardwareSpec:
@@ -113,17 +151,28 @@ class HardwareSpec:
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self):
+        # Every field is checked here, so a spec from code, a preset or a file
+        # is either usable (finite numbers in a machine's range) or refused.
+        if not isinstance(self.name, str):
+            raise ValueError(f"HardwareSpec.name must be a string, got {self.name!r}")
         if self.kind not in ("cpu", "gpu"):
             raise ValueError(f"HardwareSpec.kind must be 'cpu' or 'gpu', got {self.kind!r}")
-        if self.parallel_units < 1:
-            raise ValueError(f"HardwareSpec.parallel_units must be >= 1, got {self.parallel_units}")
-        if self.peak_gflops <= 0:
-            raise ValueError(f"HardwareSpec.peak_gflops must be > 0, got {self.peak_gflops}")
-        if not self.memory:
-            raise ValueError("HardwareSpec.memory needs at least one level (DRAM)")
+        _check_int("HardwareSpec.parallel_units", self.parallel_units, *_PARALLEL_UNITS_RANGE)
+        _check_int("HardwareSpec.vector_bits", self.vector_bits, *_VECTOR_BITS_RANGE)
+        _check_real("HardwareSpec.peak_gflops", self.peak_gflops, *_RATE_RANGE)
+        if not isinstance(self.memory, tuple) or not self.memory:
+            raise ValueError("HardwareSpec.memory needs at least one level (DRAM), as a tuple of MemoryLevel")
         for level in self.memory:
-            if level.size_bytes <= 0 or level.bandwidth_gbps <= 0:
-                raise ValueError(f"memory level {level.name} needs positive size and bandwidth")
+            if not isinstance(level, MemoryLevel):
+                raise ValueError(f"HardwareSpec.memory holds {level!r}, not a MemoryLevel")
+        _check_real("HardwareSpec.launch_overhead_s", self.launch_overhead_s, *_LAUNCH_OVERHEAD_RANGE_S)
+        for name in ("max_threads_per_sm", "max_blocks_per_sm", "registers_per_sm",
+                     "shared_memory_per_sm_bytes", "max_shared_memory_per_block_bytes"):
+            _check_int(f"HardwareSpec.{name}", getattr(self, name), *_GPU_LIMIT_RANGE)
+        if not isinstance(self.source, str):
+            raise ValueError(f"HardwareSpec.source must be a string, got {self.source!r}")
+        if not isinstance(self.extra, dict):
+            raise ValueError(f"HardwareSpec.extra must be a dict, got {self.extra!r}")
 
     # ------------------------------------------------------------------ lanes
     def lanes(self, dtype_bits: int = 32) -> int:
@@ -209,34 +258,75 @@ class HardwareSpec:
 
     @staticmethod
     def from_dict(data: dict, origin: str = "<dict>") -> "HardwareSpec":
-        if not isinstance(data, dict) or data.get("format") != SPEC_FORMAT:
-            raise ValueError(f"{origin}: not a tvm-latmodel hardware spec (no format={SPEC_FORMAT!r})")
-        if data.get("format_version") != SPEC_FORMAT_VERSION:
-            raise ValueError(
-                f"{origin}: hardware spec format version {data.get('format_version')!r} "
-                f"is not the supported version {SPEC_FORMAT_VERSION}"
-            )
+        """The spec :meth:`to_dict` wrote.
+
+        Parameters
+        ----------
+        data : dict
+            ``{"format", "format_version", "package_version", "spec"}``.
+        origin : str
+            Where ``data`` came from (a file), for messages.
+
+        Raises
+        ------
+        ValueError
+            Starting with ``origin``: another format or version
+            (:func:`tvm_latmodel.fileformat.check_header`), a missing or
+            unknown field, a value of the wrong type or out of a machine's range.
+        """
+        check_header(data, origin, SPEC_FORMAT, SPEC_FORMAT_VERSION, "hardware spec")
+        if "spec" not in data:
+            raise ValueError(f"{origin}: bad hardware spec: missing field 'spec'")
+        d = _fields_of(HardwareSpec, data["spec"], origin, "spec")
+        levels = d.get("memory")
+        if not isinstance(levels, list):
+            raise ValueError(f"{origin}: bad hardware spec: 'spec.memory' must be a list of levels, got "
+                             f"{type(levels).__name__}")
         try:
-            d = dict(data["spec"])
-            d["memory"] = tuple(MemoryLevel(**m) for m in d["memory"])
+            d["memory"] = tuple(MemoryLevel(**_fields_of(MemoryLevel, m, origin, f"spec.memory[{i}]"))
+                                for i, m in enumerate(levels))
             return HardwareSpec(**d)
-        except KeyError as err:
-            raise ValueError(f"{origin}: bad hardware spec: missing field {err}") from None
         except (TypeError, ValueError) as err:
+            if str(err).startswith(f"{origin}: "):
+                raise
             raise ValueError(f"{origin}: bad hardware spec: {err}") from None
 
     def save(self, path: str) -> None:
+        """Write the spec as versioned JSON (what :meth:`load` reads)."""
         with open(path, "w") as f:
-            json.dump(self.to_dict(), f, indent=1)
+            json.dump(self.to_dict(), f, indent=1, allow_nan=False)
 
     @staticmethod
     def load(path: str) -> "HardwareSpec":
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(f"{path}: not JSON: {err}") from None
-        return HardwareSpec.from_dict(data, origin=path)
+        """Read a spec file written by :meth:`save` (or ``tvm-latmodel calibrate``).
+
+        Raises
+        ------
+        FileNotFoundError
+            If ``path`` does not exist.
+        ValueError
+            Naming the file: not UTF-8 JSON, not a hardware spec, another
+            format version, a missing or bad field.
+        """
+        return HardwareSpec.from_dict(
+            read_versioned_json(path, SPEC_FORMAT, SPEC_FORMAT_VERSION, "hardware spec"), origin=str(path)
+        )
+
+
+def _fields_of(cls, obj, origin: str, where: str) -> dict:
+    """``obj`` as keyword arguments of dataclass ``cls``: an object with its
+    required fields and no unknown ones (ValueError naming ``origin`` otherwise)."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"{origin}: bad hardware spec: {where!r} must be an object, got {type(obj).__name__}")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(obj) - set(known))
+    if unknown:
+        raise ValueError(f"{origin}: bad hardware spec: unknown field {where}.{unknown[0]}")
+    for name, f in known.items():
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if required and name not in obj:
+            raise ValueError(f"{origin}: bad hardware spec: missing field {where}.{name}")
+    return dict(obj)
 
 
 _ARCH_TO_PRESET = {"sm_90": "h200", "sm_90a": "h200", "sm_80": "a100", "sm_70": "v100",

@@ -34,39 +34,18 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from .. import __version__
-from ..fileformat import read_versioned_json
+from ..fileformat import ListOf, MapOf, read_versioned_json
 from ..hardware import HardwareSpec
 from ..latency import valid_latency
-from .features import PER_STORE_FEATURE_COLUMNS, CachedPerStoreFeature, candidate_key, shared_extractor
+from .features import PER_STORE_FEATURE_COLUMNS, CachedPerStoreFeature, LRUCache, candidate_key, shared_extractor
 from .modes import estimate
 from .program import summarize
 from .residual import DEFAULT_OBJECTIVE, ResidualModel
 
 
-class _Memo:
-    """A bounded least-recently-used memo of pure results (analytical estimates
-    of a scheduled module on a hardware spec)."""
-
-    def __init__(self, max_entries: int):
-        from collections import OrderedDict
-
-        self.max_entries = max_entries
-        self._data = OrderedDict()
-
-    def get(self, key):
-        value = self._data.get(key)
-        if value is not None:
-            self._data.move_to_end(key)
-        return value
-
-    def put(self, key, value):
-        self._data[key] = value
-        while len(self._data) > self.max_entries:
-            self._data.popitem(last=False)
-        return value
-
-
-_ESTIMATES = _Memo(50_000)
+#: Analytical estimates by (hardware, target, scheduled module): a pure function
+#: of its key, shared by every model of the process.
+_ESTIMATES = LRUCache(50_000)
 
 MODEL_FORMAT = "tvm-latmodel-hybrid"
 # 2: analytical features relative to the roofline bound, training data saved.
@@ -467,6 +446,32 @@ class HybridCostModel(ms.cost_model.PyCostModel):
             warnings.warn(f"HybridCostModel: {message}", RuntimeWarning, stacklevel=3)
 
 
+def train_on_tasks(tasks, *, objective: str = DEFAULT_OBJECTIVE, seed: int = 0, progress: bool = True):
+    """A HybridCostModel whose residual is fitted once on every valid record
+    of ``tasks`` (``replay.Task``; one target family), starting from no
+    pretrained residual: what ``tvm-latmodel train`` saves."""
+    import sys
+
+    from ..sampling import make_context
+
+    if not tasks:
+        raise ValueError("no task to train on")
+    families = {_target_family(t.target) for t in tasks}
+    if len(families) > 1:
+        raise ValueError("the logs mix CPU and GPU targets; train one model per target family")
+    model = HybridCostModel(target=tasks[0].target, objective=objective, seed=seed, pretrained=None,
+                            min_samples=10**9)  # no fit while the data comes in
+    for t in tasks:
+        if progress:
+            print(f"[train] {t.name}: {len(t)} records", file=sys.stderr)
+        model.update(make_context(t.mod, t.target), t.candidates(), t.results())
+    if not model.X_:
+        raise ValueError("no valid record to train on")
+    model.min_samples = HybridCostModel(pretrained=None).min_samples
+    model.refit()
+    return model
+
+
 def shipped_model_path(family: str) -> str | None:
     """The pretrained model file that ships for target ``family`` ("cpu" on
     x86), or None when the package has none for it."""
@@ -479,10 +484,25 @@ def shipped_model_path(family: str) -> str | None:
     return str(path) if path.is_file() else None
 
 
+#: The fields of a model file and their types (checked before any is used).
+MODEL_FIELDS = {
+    "target_family": (str, None), "hardware": (dict, None),
+    "params": {"residual": bool, "objective": str, "min_samples": int, "refit_growth": float,
+               "evidence_half": float, "pretrained_weight": float, "seed": int},
+    "feature_names": ListOf(str), "residual_file": (str, None), "fitted_on": int, "failed_count": int,
+    "fitted_counts": MapOf(int), "bounds": MapOf(float), "trained_on": ListOf(str),
+    "training": ({"X": ListOf(ListOf(float)), "log_analytical_s": ListOf(float),
+                  "log_measured_s": ListOf(float), "groups": ListOf(str)}, None),
+    "n_samples": int,
+}
+
+
 def _read_model_file(path: str):
-    meta = read_versioned_json(path, MODEL_FORMAT, MODEL_FORMAT_VERSION, "hybrid model")
+    meta = read_versioned_json(path, MODEL_FORMAT, MODEL_FORMAT_VERSION, "hybrid model", fields=MODEL_FIELDS)
     residual = None
     if meta.get("residual_file"):
+        if os.path.basename(meta["residual_file"]) != meta["residual_file"]:
+            raise ValueError(f"{path}: residual_file {meta['residual_file']!r} is not a file name beside it")
         rpath = os.path.join(os.path.dirname(os.path.abspath(path)), meta["residual_file"])
         if not os.path.isfile(rpath):
             raise ValueError(f"{path}: its residual file {rpath} is missing")

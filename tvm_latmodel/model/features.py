@@ -26,6 +26,34 @@ from tvm.s_tir import meta_schedule as ms
 PER_STORE_FEATURE_COLUMNS = 164
 
 
+class LRUCache:
+    """A bounded mapping that forgets the least recently used entries first
+    (for results that are pure functions of their key)."""
+
+    def __init__(self, max_entries: int):
+        self.max_entries = max_entries
+        self.data: OrderedDict = OrderedDict()
+
+    def __contains__(self, key) -> bool:
+        return key in self.data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def get(self, key):
+        value = self.data.get(key)
+        if value is not None:
+            self.data.move_to_end(key)
+        return value
+
+    def put(self, key, value):
+        self.data[key] = value
+        self.data.move_to_end(key)
+        while len(self.data) > self.max_entries:
+            self.data.popitem(last=False)
+        return value
+
+
 def candidate_key(target, candidate) -> tuple[str, int]:
     """The cache key of a candidate: its target and its module's structural hash."""
     return (str(target), int(tvm_ffi.structural_hash(candidate.sch.mod)))
@@ -45,27 +73,22 @@ class CachedPerStoreFeature(ms.feature_extractor.PyFeatureExtractor):
         super().__init__()
         self.max_entries = max_entries
         self._inner = ms.feature_extractor.PerStoreFeature()
-        self.cache_: OrderedDict = OrderedDict()
+        self.cache_ = LRUCache(max_entries)
         self.hits_ = 0
         self.misses_ = 0
 
     def features(self, context, candidates) -> list[np.ndarray]:
         """Per-store feature rows of each candidate, as numpy arrays (as ``PerStoreFeature`` gives them)."""
         keys = [candidate_key(context.target, c) for c in candidates]
-        missing = [i for i, k in enumerate(keys) if k not in self.cache_]
+        found = {i: self.cache_.get(k) for i, k in enumerate(keys)}
+        missing = [i for i, f in found.items() if f is None]
         if missing:
             fresh = self._inner.extract_from(context, [candidates[i] for i in missing])
             for i, f in zip(missing, fresh):
-                self.cache_[keys[i]] = f.numpy()
+                found[i] = self.cache_.put(keys[i], f.numpy())
         self.misses_ += len(missing)
         self.hits_ += len(keys) - len(missing)
-        out = []
-        for k in keys:
-            self.cache_.move_to_end(k)
-            out.append(self.cache_[k])
-        while len(self.cache_) > self.max_entries:
-            self.cache_.popitem(last=False)
-        return out
+        return [found[i] for i in range(len(keys))]
 
     def extract_from(self, context, candidates):
         return [tvm.runtime.tensor(f) for f in self.features(context, candidates)]
@@ -73,8 +96,8 @@ class CachedPerStoreFeature(ms.feature_extractor.PyFeatureExtractor):
     # ---------------------------------------------------------- persistence
     def save(self, path: str | os.PathLike) -> None:
         """Write the cache as ``.npz`` arrays (rows, offsets, keys): data only."""
-        keys = list(self.cache_)
-        rows = [self.cache_[k] for k in keys]
+        keys = list(self.cache_.data)
+        rows = [self.cache_.data[k] for k in keys]
         offsets = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
         flat = np.concatenate(rows) if rows else np.zeros((0, PER_STORE_FEATURE_COLUMNS))
         np.savez_compressed(path, rows=flat.reshape(-1, PER_STORE_FEATURE_COLUMNS), offsets=offsets,
@@ -91,7 +114,7 @@ class CachedPerStoreFeature(ms.feature_extractor.PyFeatureExtractor):
         if len(offsets) != len(hashes) + 1 or len(targets) != len(hashes) or rows.ndim != 2:
             raise ValueError(f"{path}: inconsistent feature cache arrays")
         for i, (t, h) in enumerate(zip(targets, hashes)):
-            self.cache_[(str(t), int(h))] = rows[offsets[i]:offsets[i + 1]]
+            self.cache_.put((str(t), int(h)), rows[offsets[i]:offsets[i + 1]])
         return len(hashes)
 
 

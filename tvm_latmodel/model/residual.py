@@ -33,9 +33,11 @@ import numpy as np
 
 from .. import __version__
 from ..fileformat import read_versioned_json
+from .booster_check import check_xgboost_json
 
 RESIDUAL_FORMAT = "tvm-latmodel-residual"
 RESIDUAL_FORMAT_VERSION = 1
+RESIDUAL_FIELDS = {"params!": dict, "n_features_in!": int, "n_samples!": int, "booster_file!": str, "extra": dict}
 OBJECTIVES = ("reg:squarederror", "reg:headweighted", "rank:pairwise", "rank:ndcg")
 _RANKING = ("rank:pairwise", "rank:ndcg")
 #: The objective HybridCostModel uses unless told otherwise: chosen by
@@ -169,10 +171,14 @@ class ResidualModel:
         """
         import xgboost as xgb
 
-        meta = read_versioned_json(path, RESIDUAL_FORMAT, RESIDUAL_FORMAT_VERSION, "residual model")
-        booster_path = os.path.join(os.path.dirname(os.path.abspath(path)), str(meta.get("booster_file", "")))
+        meta = read_versioned_json(path, RESIDUAL_FORMAT, RESIDUAL_FORMAT_VERSION, "residual model",
+                                   fields=RESIDUAL_FIELDS)
+        if os.path.basename(meta["booster_file"]) != meta["booster_file"]:
+            raise ValueError(f"{path}: booster_file {meta['booster_file']!r} is not a file name beside it")
+        booster_path = os.path.join(os.path.dirname(os.path.abspath(path)), meta["booster_file"])
         if not os.path.isfile(booster_path):
             raise ValueError(f"{path}: its booster file {booster_path} is missing")
+        check_xgboost_json(booster_path, num_features=meta["n_features_in"])
         try:
             model = cls(**meta["params"])
             booster = xgb.Booster()
@@ -182,7 +188,7 @@ class ResidualModel:
             model.n_samples_ = int(meta["n_samples"])
         except (KeyError, TypeError) as err:
             raise ValueError(f"{path}: bad residual model metadata: {err!r}") from None
-        except xgb.core.XGBoostError as err:
+        except (xgb.core.XGBoostError, RuntimeError, ValueError) as err:
             raise ValueError(f"{booster_path}: XGBoost cannot read it: {str(err).splitlines()[0]}") from None
         return model, meta.get("extra", {})
 

@@ -299,7 +299,7 @@ def replay(
     shots: int = 0,
     transfer: bool = False,
     seed: int = 0,
-    pretrained: str | os.PathLike | None = None,
+    pretrained: str | os.PathLike | None = "shipped",
     progress: bool = False,
 ) -> tuple[list[Task], ReplayReport]:
     """Load ``paths`` and evaluate the model named ``model`` on them (the ``replay`` command)."""

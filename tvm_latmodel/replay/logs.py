@@ -3,10 +3,15 @@
 A database directory holds ``database_workload.json`` and
 ``database_tuning_record.json`` (one JSON line per entry). Re-applying each
 record's trace to its workload gives back the exact schedule, so a log can
-be replayed without hardware. Bad lines (truncated or non-JSON, a missing
-workload, failed or non-finite ``run_secs``, a trace that no longer applies)
-are skipped with a :class:`ReplayWarning` naming the file and line; the good
-records still count.
+be replayed without hardware. Bad lines (truncated, not UTF-8 or not JSON,
+a missing workload, failed or non-finite ``run_secs``, arguments that are
+not the workload's, a trace that no longer applies) are skipped with a
+:class:`ReplayWarning` naming the file and line; the good records still
+count, and each task says which lines were skipped.
+
+A database a running tuner is still appending to can be read: a last line
+without its newline that is not JSON is a line still being written; it is
+skipped with one warning that says so, and counted.
 """
 
 from __future__ import annotations
@@ -15,13 +20,14 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..traces import check_trace_json
 from ..latency import check_run_secs as _check_run_secs
 
 WORKLOAD_FILE = "database_workload.json"
@@ -88,6 +94,17 @@ class Task:
         Valid records in file order.
     failed_indices : list of int
         Lines of this workload that were skipped (failed runs, bad values).
+    skipped_lines : dict of str to list of int
+        For each of the database's two files (``database_workload.json``,
+        ``database_tuning_record.json``), the lines (from 0) skipped as
+        unreadable: not UTF-8 or not JSON, not a workload or record, an
+        unknown workload, a bad target or args_info, a trace that no longer
+        applies, an incomplete last line. The same for every task of one
+        database; failed measurements are in ``failed_indices`` instead.
+    incomplete_files : list of str
+        Files of the database whose last line had no newline and was not
+        JSON: a line still being written by a running tuner (skipped, and
+        counted in ``skipped_lines``).
     """
 
     name: str
@@ -96,6 +113,8 @@ class Task:
     target: Any
     records: list[Record]
     failed_indices: list[int] = field(default_factory=list)
+    skipped_lines: dict[str, list[int]] = field(default_factory=dict)
+    incomplete_files: list[str] = field(default_factory=list)
     _candidates: list | None = field(default=None, repr=False)
     _results: list | None = field(default=None, repr=False)
 
@@ -129,21 +148,42 @@ def _runner_result(run_secs: Sequence[float]):
 
 
 class _LineWarner:
-    """Warn about bad lines of one file, the first few one by one, then a count."""
+    """Warn about bad lines of one file, the first few one by one, then a count.
+
+    Every skipped line is remembered (``lines``), shown or not; a failed
+    measurement is warned about but is not a skipped line.
+    """
 
     def __init__(self, path: Path):
         self.path = path
+        self.lines: list[int] = []
         self.count = 0
+        self.incomplete = False
 
-    def __call__(self, line_no: int, message: str) -> None:
+    def __call__(self, line_no: int, message: str, skipped: bool = True) -> None:
         self.count += 1
+        if skipped:
+            self.lines.append(line_no)
         if self.count <= _MAX_LINE_WARNINGS:
             warnings.warn(f"{self.path}, line {line_no + 1}: {message}", ReplayWarning, stacklevel=3)
 
+    def still_written(self, line_no: int, why: str) -> None:
+        """The last line, without its newline and not JSON: always one warning of its own."""
+        self.lines.append(line_no)
+        self.incomplete = True
+        self.count += 1
+        warnings.warn(
+            f"{self.path}, line {line_no + 1}: incomplete last line (no newline at the end and {why}): "
+            "it looks like a line still being written by a running tuner; skipped",
+            ReplayWarning,
+            stacklevel=3,
+        )
+
     def finish(self) -> None:
-        if self.count > _MAX_LINE_WARNINGS:
+        shown = _MAX_LINE_WARNINGS + (1 if self.incomplete else 0)
+        if self.count > shown:
             warnings.warn(
-                f"{self.path}: {self.count - _MAX_LINE_WARNINGS} more bad lines not shown "
+                f"{self.path}: {self.count - shown} more bad lines not shown "
                 f"({self.count} in all)",
                 ReplayWarning,
                 stacklevel=3,
@@ -157,17 +197,58 @@ def _short(err: BaseException) -> str:
 
 
 def _parse_json_line(text: str) -> tuple[Any, str | None]:
+    # NaN and Infinity are read (a run_secs of NaN is a failed measurement,
+    # said so by its own check); what Python refuses is reported, not raised.
     try:
         return json.loads(text), None
     except json.JSONDecodeError as err:
         return None, f"not valid JSON ({err.msg} at column {err.colno}; truncated line?)"
+    except RecursionError:
+        return None, "not valid JSON this reader accepts (nested too deeply)"
+    except ValueError as err:  # e.g. an integer of more than 4300 digits
+        return None, f"not valid JSON this reader accepts ({_short(err)})"
 
 
-def _read_lines(path: Path) -> list[str]:
+def _read_bytes(path: Path) -> bytes:
     try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path}: not UTF-8 text ({err})") from None
+        return path.read_bytes()
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read the tuning database file: {err.strerror or err}") from None
+
+
+def _json_lines(path: Path, raw: bytes, warn: _LineWarner) -> Iterator[tuple[int, Any]]:
+    """``(line number from 0, parsed JSON)`` of every good non-blank line of ``raw``.
+
+    A line that is not UTF-8 or not JSON is reported to ``warn``; so is an
+    incomplete last line (no newline at the end, not JSON), as still being
+    written.
+    """
+    parts = raw.split(b"\n")
+    open_end = parts[-1] != b""  # the last line has no newline
+    if not open_end:
+        parts.pop()
+    last = len(parts) - 1
+    for i, line in enumerate(parts):
+        line = line.rstrip(b"\r")
+        if not line.strip():
+            continue
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            why = f"not UTF-8 text (byte {line[err.start:err.start + 1]!r} at column {err.start + 1})"
+        else:
+            obj, why = _parse_json_line(text)
+            if why is None:
+                yield i, obj
+                continue
+        if open_end and i == last:
+            warn.still_written(i, why)
+        else:
+            warn(i, why)
+
+
+def _is_index(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def load_database(directory: str | os.PathLike, *, name: str | None = None, progress: bool = False) -> list[Task]:
@@ -186,12 +267,14 @@ def load_database(directory: str | os.PathLike, *, name: str | None = None, prog
     -------
     list of Task
         One per workload that has valid records, in workload order; empty if
-        the database holds no valid record.
+        the database holds no valid record. Bad lines are skipped with a
+        :class:`ReplayWarning` naming the file and line (see
+        :attr:`Task.skipped_lines`).
 
     Raises
     ------
     ValueError
-        If one of the two files is missing.
+        If one of the two files is missing or cannot be read.
     """
     import tvm
     from tvm.s_tir import meta_schedule as ms
@@ -202,44 +285,40 @@ def load_database(directory: str | os.PathLike, *, name: str | None = None, prog
     for p in (wl_path, rec_path):
         if not p.is_file():
             raise ValueError(f"{directory}: not a MetaSchedule tuning database ({p.name} is missing)")
+    # Records first: a tuner commits a workload before its records, so every
+    # record read here has its workload in the workload file read after it.
+    rec_raw = _read_bytes(rec_path)
+    wl_raw = _read_bytes(wl_path)
 
     workloads: dict[int, Any] = {}
+    expected_args: dict[int, tuple[list, Any]] = {}
     warn_wl = _LineWarner(wl_path)
-    for i, text in enumerate(_read_lines(wl_path)):
-        if not text.strip():
-            continue
-        obj, why = _parse_json_line(text)
-        if why is None:
-            try:
-                workloads[i] = ms.database.Workload.from_json(obj)
-            except Exception as err:  # TVM raises its own error types
-                why = f"not a MetaSchedule workload ({_short(err)})"
-        if why is not None:
-            warn_wl(i, why)
+    for i, obj in _json_lines(wl_path, wl_raw, warn_wl):
+        try:
+            workloads[i] = ms.database.Workload.from_json(obj)
+            args_info = ms.arg_info.ArgInfo.from_prim_func(workloads[i].mod["main"])
+            expected_args[i] = (args_info, json.loads(json.dumps([a.as_json() for a in args_info])))
+        except Exception as err:  # TVM raises its own error types
+            workloads.pop(i, None)
+            warn_wl(i, f"not a MetaSchedule workload ({_short(err)})")
     warn_wl.finish()
 
     warn = _LineWarner(rec_path)
-    lines = _read_lines(rec_path)
     by_workload: dict[int, Task] = {}
     failed: dict[int, list[int]] = {}
     target_text: dict[int, str] = {}
 
-    rows: Iterable = enumerate(lines)
+    rows: Iterable = _json_lines(rec_path, rec_raw, warn)
     if progress:
         from tqdm import tqdm
 
-        rows = tqdm(rows, total=len(lines), desc=f"load {name}", unit="rec", file=sys.stderr, leave=False)
-    for i, text in rows:
-        if not text.strip():
-            continue
-        obj, why = _parse_json_line(text)
-        if why is not None:
-            warn(i, why)
-            continue
+        rows = tqdm(rows, total=rec_raw.count(b"\n"), desc=f"load {name}", unit="rec", file=sys.stderr,
+                    leave=False)
+    for i, obj in rows:
         if not (
             isinstance(obj, list)
             and len(obj) == 2
-            and isinstance(obj[0], int)
+            and _is_index(obj[0])
             and isinstance(obj[1], list)
             and len(obj[1]) == 4
         ):
@@ -247,22 +326,30 @@ def load_database(directory: str | os.PathLike, *, name: str | None = None, prog
             continue
         wl_index, (trace_json, raw_secs, target_json, args_json) = obj
         if wl_index not in workloads:
-            warn(i, f"workload index {wl_index} is not in {wl_path.name} (valid: {sorted(workloads)})")
+            shown = wl_index if abs(wl_index) < 10**12 else "(a huge number)"
+            warn(i, f"workload index {shown} is not in {wl_path.name} (valid: {sorted(workloads)})")
             continue
         run_secs, why = _check_run_secs(raw_secs)
         if why is not None:
-            warn(i, why)
+            warn(i, why, skipped=False)
             failed.setdefault(wl_index, []).append(i)
+            continue
+        if not isinstance(target_json, (dict, str)):
+            warn(i, f"bad target {_json_text(target_json)} (a target is a JSON object)")
             continue
         try:
             target = tvm.target.Target(target_json)
         except Exception as err:
-            warn(i, f"bad target {json.dumps(target_json)[:120]} ({_short(err)})")
+            warn(i, f"bad target {_json_text(target_json)} ({_short(err)})")
             continue
-        try:
-            args_info = [ms.arg_info.ArgInfo.from_json(a) for a in args_json]
-        except Exception as err:
-            warn(i, f"bad args_info ({_short(err)})")
+        args_info, args_expected = expected_args[wl_index]
+        if args_json != args_expected:
+            warn(i, f"args_info {_json_text(args_json)} is not the workload's arguments "
+                    f"{_json_text(args_expected)}")
+            continue
+        why = check_trace_json(trace_json)
+        if why is not None:  # TVM would crash on it, not raise
+            warn(i, f"not a trace TVM can apply ({why})")
             continue
         mod = workloads[wl_index].mod
         try:
@@ -280,15 +367,27 @@ def load_database(directory: str | os.PathLike, *, name: str | None = None, prog
         if wl_index not in by_workload:
             target_text[wl_index] = text_t
             by_workload[wl_index] = Task(name=name, path=directory, mod=mod, target=target, records=[])
-        by_workload[wl_index].records.append(Record(i, sch, run_secs, args_info))
+        by_workload[wl_index].records.append(Record(i, sch, run_secs, list(args_info)))
     warn.finish()
 
+    skipped = {WORKLOAD_FILE: list(warn_wl.lines), RECORD_FILE: list(warn.lines)}
+    incomplete = [w.path.name for w in (warn_wl, warn) if w.incomplete]
     tasks = [by_workload[k] for k in sorted(by_workload)]
     for k, task in zip(sorted(by_workload), tasks):
         task.failed_indices = failed.get(k, [])
+        task.skipped_lines = skipped
+        task.incomplete_files = incomplete
         if len(tasks) > 1:
             task.name = f"{name}[{k}]"
     return tasks
+
+
+def _json_text(value: Any, limit: int = 120) -> str:
+    try:
+        text = json.dumps(value)
+    except ValueError:  # an int of more digits than Python prints
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def find_databases(path: str | os.PathLike) -> list[Path]:
