@@ -33,9 +33,8 @@ def main() -> int:
     ap.add_argument("-o", "--output", default=OUT)
     args = ap.parse_args()
 
-    from tvm_latmodel.model.cost_model import HybridCostModel
+    from tvm_latmodel.model.cost_model import train_on_tasks
     from tvm_latmodel.replay import find_databases, load_database
-    from tvm_latmodel.sampling import make_context
 
     warnings.simplefilter("ignore")
     tasks = []
@@ -48,12 +47,7 @@ def main() -> int:
                       file=sys.stderr)
                 continue
             tasks.extend(load_database(db, name=db.name))
-    model = HybridCostModel(target=tasks[0].target, pretrained=None, min_samples=10**9)
-    for t in tasks:
-        model.update(make_context(t.mod, t.target), t.candidates(), t.results())
-        print(f"[ship] {t.name}: {len(t)} records", file=sys.stderr)
-    model.min_samples = HybridCostModel(pretrained=None).min_samples
-    model.refit()
+    model = train_on_tasks(tasks)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     model.write(args.output, training_data=False)
     print(f"shipped residual: {model.fitted_on_} records of {len(tasks)} tasks "

@@ -213,3 +213,27 @@ def test_kernels_compute_what_they_time():
     z = tvm.runtime.empty((cores,), "float32", dev)
     rt["launch"](tvm.runtime.tensor(np.arange(cores, dtype="float32"), dev), z)
     np.testing.assert_allclose(z.numpy(), np.arange(cores) + 1.0)
+
+
+# ------------------------------------------------------------ calibrate --rpc
+def test_remote_calibration_refuses_a_gpu_target_before_using_the_session():
+    from tvm_latmodel.hardware.calibrate import calibrate_remote
+
+    with pytest.raises(ValueError, match="cannot calibrate a 'cuda' board"):
+        calibrate_remote(None, "h200", quick=True, progress=False)
+
+
+def test_cli_rpc_is_parsed_before_anything_slow(tmp_path):
+    out = tmp_path / "hardware.json"
+    args = _calibrate_parser().parse_args(["calibrate", "-o", str(out), "--rpc", "127.0.0.1:9190"])
+    assert args.rpc_timeout == 60.0
+    with pytest.raises(ValueError, match="missing a key"):
+        args.func(args)
+    assert not out.exists()
+
+
+def test_cli_rpc_refuses_missing_output_folder(tmp_path):
+    out = tmp_path / "no_such_dir" / "hardware.json"
+    args = _calibrate_parser().parse_args(["calibrate", "-o", str(out), "--rpc", "127.0.0.1:9190:k"])
+    with pytest.raises(FileNotFoundError, match="no_such_dir"):
+        args.func(args)

@@ -1,5 +1,6 @@
 """Build and run schedules on this machine with MetaSchedule's own builder
-and runner (the same path ``ms.tune_tir`` measures with)."""
+and runner (the same path ``ms.tune_tir`` measures with), or run them on the
+boards of an RPC tracker (:func:`fleet_runner`)."""
 
 from __future__ import annotations
 
@@ -22,13 +23,29 @@ def local_builder() -> ms.builder.LocalBuilder:
     return ms.builder.LocalBuilder(timeout_sec=300, initializer=_worker_init)
 
 
+def evaluator_config(number: int = 3, repeat: int = 1, min_repeat_ms: int = 50) -> ms.runner.EvaluatorConfig:
+    """How a candidate is timed, here or on a board: mean of ``number`` runs lasting at least ``min_repeat_ms``."""
+    return ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
+
+
 def local_runner(number: int = 3, repeat: int = 1, min_repeat_ms: int = 50) -> ms.runner.LocalRunner:
     """MetaSchedule's LocalRunner: mean of ``number`` runs lasting at least ``min_repeat_ms``."""
     return ms.runner.LocalRunner(
-        evaluator_config=ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms),
+        evaluator_config=evaluator_config(number, repeat, min_repeat_ms),
         timeout_sec=120,
         initializer=_worker_init,
     )
+
+
+def fleet_runner(tracker, *, workers: int = 1, session_timeout_s: float = 60.0, retries: int = 1,
+                 number: int = 3, repeat: int = 1, min_repeat_ms: int = 50):
+    """A :class:`tvm_latmodel.rpc.FleetRunner` timing candidates on the boards of an RPC tracker
+    exactly as :func:`local_runner` times them here (same evaluator settings)."""
+    from .rpc import FleetRunner
+
+    return FleetRunner(tracker, workers=workers, session_timeout_s=session_timeout_s, retries=retries,
+                       evaluator_config=evaluator_config(number, repeat, min_repeat_ms),
+                       initializer=_worker_init)
 
 
 def measure_schedules(

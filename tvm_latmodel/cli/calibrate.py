@@ -1,6 +1,7 @@
 """``tvm-latmodel calibrate``: measure this CPU and write a hardware spec JSON.
 
-Progress goes to stderr; a table of the measured numbers next to the
+``--rpc HOST:PORT:KEY`` times the same kernels on a board of an RPC
+tracker's fleet (see README, "Tuning on a fleet"). Progress goes to stderr; a table of the measured numbers next to the
 defaults of :meth:`HardwareSpec.from_target` goes to stdout; the spec is
 written with :meth:`HardwareSpec.save` and read back with
 :meth:`HardwareSpec.load`.
@@ -29,6 +30,11 @@ def add_parser(subparsers) -> None:
                    help="'host' (default) or an LLVM target JSON whose mcpu is this machine's CPU")
     p.add_argument("--quick", action="store_true",
                    help="shorter timings and a smaller DRAM working set (noisier, a few seconds)")
+    p.add_argument("--rpc", default=None, metavar="HOST:PORT:KEY",
+                   help="calibrate a board of this RPC tracker's fleet instead of this machine "
+                        "(--target: an LLVM target JSON for the board's CPU; default this machine's)")
+    p.add_argument("--rpc-timeout", type=float, default=60.0, metavar="S",
+                   help="longest wait for the tracker and a free board, in seconds (default 60)")
     p.set_defaults(func=run_calibrate)
 
 
@@ -53,16 +59,26 @@ def format_table(spec, default) -> str:
 
 def run_calibrate(args) -> int:
     """Run a calibration, print the table, write the spec. Returns the exit status."""
-    from ..hardware.calibrate import calibrate_host, check_host_target
-    from ..hardware import HardwareSpec
-
-    target = check_host_target(args.target or "host")
     folder = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(f"{args.output}: output folder {folder} does not exist")
-    spec = calibrate_host(target, quick=args.quick, progress=True)
-    default = HardwareSpec.from_target(target)
-    print(f"{spec.name}: {spec.parallel_units} cores, {spec.vector_bits}-bit vectors")
+    rpc = getattr(args, "rpc", None)
+    if rpc is not None:
+        from ..rpc import parse_tracker
+
+        tracker = parse_tracker(rpc)  # a malformed value fails before anything slow
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"{args.output}: output folder {folder} does not exist")
+        spec, default = _calibrate_board(tracker, args)
+    else:
+        from ..hardware import HardwareSpec
+        from ..hardware.calibrate import calibrate_host, check_host_target
+
+        target = check_host_target(args.target or "host")
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"{args.output}: output folder {folder} does not exist")
+        spec = calibrate_host(target, quick=args.quick, progress=True)
+        default = HardwareSpec.from_target(target)
+    print(f"{spec.name}: {spec.parallel_units} cores, {spec.vector_bits}-bit vectors"
+          + (f" (board of {rpc})" if rpc is not None else ""))
     print(format_table(spec, default))
     load = spec.extra.get("calibration", {}).get("load_average_1min")
     if load is not None:
@@ -70,3 +86,29 @@ def run_calibrate(args) -> int:
     spec.save(args.output)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
+
+
+def _calibrate_board(tracker, args):
+    """Calibrate a free board of ``tracker``'s key through one RPC session."""
+    from ..hardware import HardwareSpec
+    from ..hardware.calibrate import calibrate_remote
+    from ..rpc import request_session, tracker_summary
+    from ..targets import host_target, parse_target
+
+    target = parse_target(args.target) if args.target else host_target()
+    if target.kind.name != "llvm":
+        raise ValueError(f"cannot calibrate a {target.kind.name!r} board: give an LLVM target JSON for its CPU")
+    if not args.target:
+        print(f"[calibrate] no --target: building for this machine's CPU "
+              f"({target.attrs.get('mcpu')}, {target.attrs.get('num-cores')} cores); give the board's "
+              "LLVM target JSON if it differs", file=sys.stderr)
+    tracker_summary(tracker, timeout_s=min(args.rpc_timeout, 10.0))  # unreachable tracker: fail fast
+    print(f"[calibrate] asking the tracker for a board of {tracker} (waiting at most {args.rpc_timeout:g} s)",
+          file=sys.stderr, flush=True)
+    # One session for the whole calibration; the board ends it after 15 minutes.
+    session = request_session(tracker, wait_s=args.rpc_timeout, session_timeout_s=900.0)
+    try:
+        spec = calibrate_remote(session, target, quick=args.quick, progress=True, board=str(tracker))
+    finally:
+        del session
+    return spec, HardwareSpec.from_target(target)

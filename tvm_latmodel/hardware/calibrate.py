@@ -25,8 +25,10 @@ that TVM builds for the host target and times with ``time_evaluator``:
     fixed cost of a packed call plus a parallel region, ``launch_overhead_s``.
 
 The cache sizes and vector width stay those of :meth:`HardwareSpec.from_target`;
-the raw timings go into ``spec.extra["calibration"]``. Only an LLVM target whose
-``mcpu`` is this machine's CPU can be calibrated.
+the raw timings go into ``spec.extra["calibration"]``. :func:`calibrate_host`
+only calibrates an LLVM target whose ``mcpu`` is this machine's CPU;
+:func:`calibrate_remote` times the same kernels on a board through an RPC
+session (``tvm-latmodel calibrate --rpc HOST:PORT:KEY``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import numpy as np
 
 from .spec import HardwareSpec, MemoryLevel
 
-__all__ = ["calibrate_host", "check_host_target", "enforce_monotonic_bandwidth", "CalibrationWarning"]
+__all__ = ["calibrate_host", "calibrate_remote", "check_host_target", "enforce_monotonic_bandwidth", "CalibrationWarning"]
 
 #: Independent vector accumulators per core in the stream kernel.
 _STREAM_UNROLL = 8
@@ -284,14 +286,88 @@ def calibrate_host(target=None, *, quick: bool = False, progress: bool = True) -
         When a larger memory level measures faster than a smaller one; the
         smaller level then takes the larger one's bandwidth.
     """
+    target = check_host_target(target)
+
+    def load(lib):
+        import tvm
+
+        return lib.jit(), tvm.cpu(0)
+
+    return _calibrate(target, load, quick=quick, progress=progress, local=True, extra_raw={})
+
+
+def calibrate_remote(session, target=None, *, quick: bool = False, progress: bool = True,
+                     board: str = "") -> HardwareSpec:
+    """Measure the board at the other end of an RPC session; return its calibrated :class:`HardwareSpec`.
+
+    The same kernels as :func:`calibrate_host` are built here for ``target``,
+    exported as a ``.tar`` of object files (the board links it, as it does
+    MetaSchedule's candidates, so it needs a C compiler), uploaded, loaded with
+    ``session.load_module`` and timed with ``time_evaluator`` on
+    ``session.cpu(0)``. The inputs travel to the board (the DRAM working set is
+    at least 64 MiB with ``quick``, else 256 MiB); only the timings come back.
+
+    Parameters
+    ----------
+    session : tvm.rpc.RPCSession
+        A session on the board, e.g. from :func:`tvm_latmodel.rpc.request_session`
+        (or ``tvm.rpc.connect_tracker(host, port).request(key)``). It must
+        last the whole calibration (well under a minute with ``quick``).
+    target : tvm.target.Target, dict, str or None
+        An LLVM target for the board's CPU (``None``: this machine's host
+        target, right when the boards are machines like this one). Its
+        ``num-cores`` sets how many cores the kernels use; cache sizes come
+        from the host when ``mcpu`` is this machine's CPU, else from
+        :meth:`HardwareSpec.from_target`'s common defaults.
+    quick, progress
+        As for :func:`calibrate_host`.
+    board : str
+        A name for the board, kept in ``extra["calibration"]["board"]``.
+
+    Raises
+    ------
+    ValueError
+        The target is not an LLVM CPU target.
+    """
+    import tempfile
+
     import tvm
 
-    target = check_host_target(target)
+    from ..targets import host_target, parse_target
+
+    if target is None:
+        target = host_target()
+    elif isinstance(target, str):
+        target = parse_target(target)
+    elif isinstance(target, dict):
+        target = tvm.target.Target(target)
+    if target.kind.name != "llvm":
+        raise ValueError(f"cannot calibrate a {target.kind.name!r} board: calibration times CPU kernels, "
+                         "so give an LLVM target JSON for the board's CPU")
+
+    with tempfile.TemporaryDirectory(prefix="tvm-latmodel-calibrate-") as tmp:
+
+        def load(lib):
+            from tvm.support.tar import tar
+
+            path = os.path.join(tmp, "calibrate.tar")
+            lib.export_library(path, fcompile=tar)
+            _progress(progress, f"uploading {os.path.getsize(path) / 1024:.0f} KiB of kernels; the board links them")
+            session.upload(path, "calibrate.tar")
+            return session.load_module("calibrate.tar"), session.cpu(0)
+
+        return _calibrate(target, load, quick=quick, progress=progress, local=False,
+                          extra_raw={"board": board, "target": str(target)})
+
+
+def _calibrate(target, load, *, quick: bool, progress: bool, local: bool, extra_raw: dict) -> HardwareSpec:
+    """Build the kernels for ``target``, ``load(lib) -> (module, device)`` them, time them."""
+    import tvm
+
     start = time.perf_counter()
     default = HardwareSpec.from_target(target)
     cores = default.parallel_units
     lanes = default.lanes(32)
-    dev = tvm.cpu(0)
 
     # ---- build every kernel in one module (one compile)
     funcs = {}
@@ -313,11 +389,12 @@ def calibrate_host(target=None, *, quick: bool = False, progress: bool = True) -
     funcs["launch"] = _launch_func(cores)
     mod = tvm.IRModule({name: f.with_attr("global_symbol", name) for name, f in funcs.items()})
     _progress(progress, f"building {len(funcs)} kernels for {target.attrs.get('mcpu')} x{cores}")
-    rt_mod = tvm.compile(mod, target=target).jit()
+    rt_mod, dev = load(tvm.compile(mod, target=target))
 
     raw: dict = {"quick": bool(quick), "cores": cores, "lanes": lanes, "levels": {}}
+    raw.update(extra_raw)
     warn_messages: list[str] = []
-    load_1min = _load_average()
+    load_1min = _load_average() if local else None
     raw["load_average_1min"] = load_1min
     if load_1min is not None and load_1min > 0.5 * cores:
         _progress(progress, f"note: load average {load_1min:.1f} on {cores} cores; "
