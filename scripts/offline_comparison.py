@@ -249,6 +249,9 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: every core)")
     ap.add_argument("--out", default="benchmarks/offline")
     ap.add_argument("--cache", default=None, help="per-result JSON cache (default OUT/cache)")
+    ap.add_argument("--cache-key", default=None,
+                    help="reuse the results of this code key (knowingly: after a change that cannot "
+                         "affect them); default: the hash of the current code")
     args = ap.parse_args()
 
     from tqdm import tqdm
@@ -258,21 +261,22 @@ def main() -> int:
     t_start = time.time()
     models = tuple(args.models)
     names = sorted({d.name for p in args.logs for d in find_databases(p)})
-    cache = os.path.join(args.cache or os.path.join(args.out, "cache"), code_key())
+    cache = os.path.join(args.cache or os.path.join(args.out, "cache"), args.cache_key or code_key())
     os.makedirs(cache, exist_ok=True)
     settings = [(s, False) for s in args.shots] + ([] if args.no_transfer else [(0, True)])
     results: dict = {}
-    todo: dict[str, list] = {}
-    for task in names:
-        for shots, transfer in settings:
-            for model in models:
-                for seed in args.seeds:
+    # Work units are (seed, task), seed-major: a stopped run leaves whole seeds done.
+    todo: dict[tuple[int, str], list] = {}
+    for seed in args.seeds:
+        for task in names:
+            for shots, transfer in settings:
+                for model in models:
                     path = os.path.join(cache, f"{model}-{_setting_name(shots, transfer, len(names))}-seed{seed}-{task}.json")
                     r = _read_cached(path)
                     if r is not None:
                         results[(model, shots, transfer, task, seed)] = r
                     else:
-                        todo.setdefault(task, []).append((model, shots, transfer, seed, path))
+                        todo.setdefault((seed, task), []).append((model, shots, transfer, seed, path))
     n_jobs = sum(len(v) for v in todo.values())
     print(f"[offline] {len(names)} tasks, {len(results)} results cached, {n_jobs} to compute "
           f"with {args.jobs} workers (cache {cache})", file=sys.stderr, flush=True)
@@ -280,7 +284,7 @@ def main() -> int:
         bar = tqdm(total=n_jobs, desc="replay", unit="result", file=sys.stderr)
         with ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(todo))), initializer=_init_worker,
                                  initargs=(list(args.logs),)) as pool:
-            futures = {pool.submit(_run_task, task, jobs, cache): task for task, jobs in todo.items()}
+            futures = {pool.submit(_run_task, unit[1], jobs, cache): unit for unit, jobs in todo.items()}
             for fut in as_completed(futures):
                 for r in fut.result():
                     results[(r["model"], r["shots"], r["transfer"], r["task"], r["seed"])] = r
@@ -291,8 +295,15 @@ def main() -> int:
         json.dump({"logs": args.logs, "seeds": args.seeds, "tasks": names, "code_key": os.path.basename(cache),
                    "results": [{k: v for k, v in r.items() if k != "predictions"} for r in results.values()]},
                   f, indent=1)
-    print(write_tables(args.out, settings, models, results, names, args.seeds))
-    first = {k[:4]: v for k, v in results.items() if k[4] == args.seeds[0]}
+    done = [s for s in args.seeds
+            if all((m, sh, tr, t, s) in results for m in models for sh, tr in settings for t in names)]
+    if not done:
+        print("[offline] no seed is complete yet: rerun the same command to resume", file=sys.stderr)
+        return 1
+    if done != list(args.seeds):
+        print(f"[offline] tables over the complete seeds only: {done}", file=sys.stderr)
+    print(write_tables(args.out, settings, models, results, names, done))
+    first = {k[:4]: v for k, v in results.items() if k[4] == done[0]}
     write_plots(args.out, settings, models, first, names)
     print(f"[offline] wall time {time.time() - t_start:.0f} s", file=sys.stderr)
     return 0
