@@ -58,6 +58,11 @@ def test_quick_calibration_is_plausible(quick_spec):
         entry = raw["levels"][level.name]
         assert entry["bandwidth_gbps"] > 0 and len(entry["times_s"]) >= 1
         assert level.bandwidth_gbps >= entry["bandwidth_gbps"]  # only ever raised by the correction
+        # One core alone: measured, and between its share and the whole level.
+        assert entry["single_core"]["bandwidth_gbps"] > 0
+        assert level.bandwidth_gbps / spec.parallel_units <= level.single_core_bandwidth_gbps <= level.bandwidth_gbps
+    assert spec.peak_gflops / spec.parallel_units <= spec.single_core_peak_gflops <= spec.peak_gflops
+    assert raw["fma"]["single_core"]["peak_gflops"] > 0
     assert raw["fma"]["peak_gflops"] == spec.peak_gflops
     assert raw["launch"]["launch_overhead_s"] == spec.launch_overhead_s
     # The DRAM working set is far beyond the last cache.

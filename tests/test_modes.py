@@ -1,5 +1,6 @@
 """Each analytical mode against a hand-computed case (pure math, no TVM)."""
 
+import dataclasses
 import math
 
 import pytest
@@ -12,7 +13,9 @@ from tvm_latmodel.model.modes import (
     estimate,
     gather_efficiency,
     gpu_blocks_per_sm,
+    instruction_mix_factor,
     lane_efficiency,
+    memory_accumulator_efficiency,
     padded_work_ratio,
     roofline_bound_s,
     register_spill_efficiency,
@@ -164,7 +167,7 @@ def test_compute_bound_block_time_by_hand():
     hw = cpu(cores=4, vector_bits=512, peak=400.0)
     blk = BlockSummary(name="mm", region=0, loops=(Loop(8, "parallel"), Loop(1000, "serial"), Loop(8, "vectorized")),
                        work_points=64000, useful_points=64000, ops_per_point=2.0, vector_extent=8, dtype_bits=32,
-                       accesses=())
+                       accesses=(), fma_per_point=1.0)
     prog = ProgramSummary("cpu", (Region(0, 8, 1, 0.0, 0.0, (blk,)),), 0, {})
     e = estimate(prog, hw)
     r = e.regions[0]
@@ -195,24 +198,77 @@ def test_auto_vector_factor_is_a_power_of_two_with_scalar_remainder(extent, expe
 
 
 def test_chain_efficiency_needs_latency_times_pipes_accumulators():
-    assert chain_efficiency(1) == pytest.approx(1 / 8)
-    assert chain_efficiency(4) == pytest.approx(0.5)
-    assert chain_efficiency(8) == 1.0 and chain_efficiency(40) == 1.0
+    assert chain_efficiency(1, 4, 2) == pytest.approx(1 / 8)
+    assert chain_efficiency(4, 4, 2) == pytest.approx(0.5)
+    assert chain_efficiency(8, 4, 2) == 1.0 and chain_efficiency(40, 4, 2) == 1.0
     assert chain_efficiency(2, latency_cycles=3, pipes=1) == pytest.approx(2 / 3)
+    # Zen 2's 5-cycle FMA needs 10 chains
+    assert chain_efficiency(8, 5, 2) == pytest.approx(0.8)
 
 
 def test_register_spill_beyond_the_register_file():
-    assert register_spill_efficiency(14) == 1.0  # 16 registers - 2 operands
+    assert register_spill_efficiency(14, 16, 0.5) == 1.0  # 16 registers - 2 operands
     # 30 accumulators: 14 kept, 16 spilled at half speed
-    assert register_spill_efficiency(30) == pytest.approx(30 / (14 + 32))
+    assert register_spill_efficiency(30, 16, 0.5) == pytest.approx(30 / (14 + 32))
+    # AVX-512's 32 registers keep all 30
+    assert register_spill_efficiency(30, 32, 0.5) == 1.0
 
 
-def _reduction_block(accumulators, chain, lanes=16):
-    """A vectorized reduction: ``accumulators`` vectors of ``lanes`` inside a reduction of ``chain``."""
-    loops = (Loop(1, "parallel"), Loop(chain, "serial"), Loop(accumulators, "serial"), Loop(lanes, "vectorized"))
+def test_memory_accumulators_are_bound_by_stores():
+    assert memory_accumulator_efficiency(1, 2) == 0.5
+    assert memory_accumulator_efficiency(2, 2) == 1.0
+
+
+def test_instruction_mix_add_and_max_against_their_own_peak():
+    # C += A * B: one FMA for 2 FLOP -> the FMA peak
+    assert instruction_mix_factor(2.0, 1.0, 2, 2) == pytest.approx(1.0)
+    # max(C, A) or C + A: 1 op per instruction -> twice the time of the FLOP peak
+    assert instruction_mix_factor(1.0, 0.0, 2, 2) == pytest.approx(2.0)
+    # 1 FMA + 1 add per point, 2 FMA pipes, 1 add pipe:
+    # cycles 1/2 + 1/1 = 1.5 against 3 / 4 at peak -> 2.0
+    assert instruction_mix_factor(3.0, 1.0, 2, 1) == pytest.approx(2.0)
+    assert instruction_mix_factor(0.0, 0.0, 2, 2) == 1.0
+
+
+def test_parallel_scaling_single_core_against_all_cores():
+    hw = dataclasses.replace(
+        cpu(cores=4, peak=400.0), single_core_peak_gflops=130.0,
+        memory=(MemoryLevel("L1", 32 * 1024, 1000.0), MemoryLevel("DRAM", 1e12, 40.0, shared=True,
+                                                                 single_core_bandwidth_gbps=25.0)))
+    # alone: turbo 130 GFLOP/s and 25 GB/s; all four: 100 each and 10 each
+    assert hw.core_peak_gflops(1) == 130.0 and hw.core_peak_gflops(4) == 100.0
+    assert hw.core_bandwidth_gbps(hw.memory[1], 1) == 25.0
+    assert hw.core_bandwidth_gbps(hw.memory[1], 2) == 20.0
+    assert hw.core_bandwidth_gbps(hw.memory[1], 4) == 10.0
+    # a private level: always the core's own share
+    assert hw.core_bandwidth_gbps(hw.memory[0], 1) == 250.0
+    # uncalibrated: alone is no faster than a share
+    plain = cpu(cores=4, peak=400.0)
+    assert plain.core_peak_gflops(1) == 100.0
+
+
+def test_one_unit_streams_at_single_core_bandwidth():
+    """A memory-bound region with one unit on 4 cores reads DRAM at the single-core rate."""
+    hw = dataclasses.replace(
+        cpu(cores=4, peak=400.0),
+        memory=(MemoryLevel("L1", 32 * 1024, 1000.0), MemoryLevel("DRAM", 1e12, 40.0, shared=True,
+                                                                 single_core_bandwidth_gbps=25.0)))
+    n = 1 << 24  # 64 MiB streamed once
+    acc = Access("A", "global", 32, False, 4.0 * n, (4.0 * n, 4.0))
+    blk = BlockSummary(name="copy", region=0, loops=(Loop(n, "serial"),), work_points=n, useful_points=n,
+                       ops_per_point=0.0, vector_extent=0, dtype_bits=32, accesses=(acc,))
+    one = estimate(ProgramSummary("cpu", (Region(0, 1, 1, 0.0, 0.0, (blk,)),), 0, {"A": 4.0 * n}), hw)
+    assert one.regions[0].memory_s == pytest.approx(4.0 * n / 25e9)
+
+
+def _reduction_block(accumulators, chain, lanes=16, unrolled=True):
+    """A vectorized reduction: ``accumulators`` vectors of ``lanes`` inside a reduction of ``chain``
+    (the accumulator loop unrolled into a register tile, or left rolled)."""
+    loops = (Loop(1, "parallel"), Loop(chain, "serial"), Loop(accumulators, "serial", "tvm" if unrolled else ""),
+             Loop(lanes, "vectorized"))
     pts = chain * accumulators * lanes
     return BlockSummary(name="r", region=0, loops=loops, work_points=pts, useful_points=pts, ops_per_point=2.0,
-                        vector_extent=lanes, dtype_bits=32, accesses=(), reduce_level=2,
+                        fma_per_point=1.0, vector_extent=lanes, dtype_bits=32, accesses=(), reduce_level=2,
                         chain_length=float(chain))
 
 
@@ -224,6 +280,18 @@ def test_one_long_accumulator_chain_is_eight_times_slower():
         prog = ProgramSummary("cpu", (Region(0, 1, 1, 0.0, 0.0, (blk,)),), 0, {})
         t[acc] = estimate(prog, hw).regions[0].compute_s / acc  # per accumulator vector
     assert t[1] / t[8] == pytest.approx(8.0)
+
+
+def test_a_rolled_accumulator_loop_keeps_the_tile_in_memory():
+    """8 accumulator vectors: unrolled they fill the pipes; left rolled, every
+    FMA loads and stores its accumulator (1 store per cycle, 2 FMA pipes: half speed)."""
+    hw = cpu(cores=1, vector_bits=512, peak=100.0)
+    eff = {}
+    for unrolled in (True, False):
+        blk = _reduction_block(8, chain=4096, unrolled=unrolled)
+        prog = ProgramSummary("cpu", (Region(0, 1, 1, 0.0, 0.0, (blk,)),), 0, {})
+        eff[unrolled] = estimate(prog, hw).regions[0].lane_efficiency
+    assert eff[True] == 1.0 and eff[False] == pytest.approx(0.5)
 
 
 def test_short_chains_overlap_in_the_out_of_order_window():

@@ -154,3 +154,148 @@ def test_every_workload_family_cpu_and_cuda(name):
         # into two blocks computes it twice
         if flops > 0:
             assert 0.5 < ps.flops / flops < 8, (name, kind, ps.flops, flops)
+
+
+# ------------------------------------------- unrolling, as the compiler does it
+
+def _depthwise(c=64):
+    """NHWC-style 3x3 depthwise conv on an 8x8 map: loops h, w, c, kh, kw."""
+    x = te.placeholder((10, 10, c), name="X")
+    w = te.placeholder((3, 3, c), name="W")
+    kh = te.reduce_axis((0, 3), name="kh")
+    kw = te.reduce_axis((0, 3), name="kw")
+    y = te.compute((8, 8, c), lambda h, ww, cc: te.sum(x[h + kh, ww + kw, cc] * w[kh, kw, cc], axis=[kh, kw]),
+                   name="Y")
+    return tvm.IRModule({"main": te.create_prim_func([x, w, y])})
+
+
+def _lower_through_unroll(mod):
+    """TVM's own default TIR passes up to and including UnrollLoop."""
+    from tvm import s_tir, tirx
+
+    passes = [s_tir.transform.CanonicalizeLoop(), s_tir.transform.LowerInitBlock(),
+              s_tir.transform.PlanAndUpdateBufferAllocationLocation(), s_tir.transform.ConvertBlocksToOpaque(),
+              s_tir.transform.CompactBufferAllocation(), s_tir.transform.LowerMatchBuffer(),
+              s_tir.transform.StmtSimplify(), s_tir.transform.LowerOpaqueBlock(), tirx.transform.FlattenBuffer(),
+              tirx.transform.VectorizeLoop(True), tirx.transform.UnrollLoop()]
+    return tvm.ir.transform.Sequential(passes)(mod)
+
+
+def _rolled_loop_names(mod) -> set:
+    import re
+
+    text = str(mod["main"])
+    names = set(re.findall(r"for (\w+) in T\.\w+\(", text)) | set(re.findall(r"for (\w+) in range\(", text))
+    for grid in re.findall(r"for ([\w, ]+) in T\.grid\(", text):
+        names |= {n.strip() for n in grid.split(",")}
+    return names
+
+
+@pytest.mark.parametrize("step", [0, 3, 6, 18, 1024])
+def test_unroll_verdicts_match_tvms_unroll_pass(step):
+    """Which loops TVM's UnrollLoop unrolls, for auto-unroll steps around the
+    thresholds: kw (3 copies of init-if + update = 6 statements) and kh
+    (3 x 6 = 18) — compared with TVM lowering the same schedule."""
+    sch = tvm.s_tir.Schedule(_depthwise())
+    h, ww, cc, kh, kw = sch.get_loops(sch.get_sblock("Y"))
+    sch.parallel(h)
+    sch.annotate(h, "pragma_auto_unroll_max_step", step)
+    sch.annotate(h, "pragma_unroll_explicit", 1)
+    b = summarize(sch.mod, "cpu").blocks[0]
+    ours = {name for name, lp in zip(("h", "ww", "cc", "kh", "kw"), b.loops) if lp.unrolled_by != "tvm"}
+    assert ours == _rolled_loop_names(_lower_through_unroll(sch.mod))
+    expected_rolled = {0: {"h", "ww", "cc", "kh", "kw"}, 3: {"h", "ww", "cc", "kh", "kw"},
+                       6: {"h", "ww", "cc", "kh"}, 18: {"h", "ww", "cc"}, 1024: {"h", "ww", "cc"}}[step]
+    assert ours == expected_rolled
+
+
+def test_llvm_vectorizes_the_channel_loop_outside_unrolled_taps():
+    """The depthwise case of issue 10: with kh and kw unrolled, the 64-wide
+    channel loop is innermost, contiguous in X, W and Y: LLVM's loop
+    vectorizer turns it into vector code (it used to be scored as scalar)."""
+    sch = tvm.s_tir.Schedule(_depthwise())
+    h, ww, cc, kh, kw = sch.get_loops(sch.get_sblock("Y"))
+    sch.parallel(h)
+    sch.annotate(h, "pragma_auto_unroll_max_step", 64)
+    b = summarize(sch.mod, "cpu").blocks[0]
+    assert b.innermost_loop == 2 and b.auto_vector_extent == 64
+    # the same nest with the channel loop outermost: kw innermost is a
+    # reduction, nothing to vectorize
+    sch2 = tvm.s_tir.Schedule(_depthwise())
+    h, ww, cc, kh, kw = sch2.get_loops(sch2.get_sblock("Y"))
+    sch2.reorder(cc, h, ww, kh, kw)
+    assert summarize(sch2.mod, "cpu").blocks[0].auto_vector_extent == 0
+
+
+def test_llvm_fully_unrolls_small_rolled_loops():
+    """A rolled 3-tap loop (cost 3 x (2 ops + 4 accesses + 1) = 21 <= 300)
+    is unrolled by LLVM; the 64-wide channel loop (64 x 9 x 7) is not."""
+    sch = tvm.s_tir.Schedule(_depthwise())
+    b = summarize(sch.mod, "cpu").blocks[0]  # no auto-unroll at all
+    assert [lp.unrolled_by for lp in b.loops] == ["", "", "", "llvm", "llvm"]
+
+
+def test_register_tile_needs_unrolled_accumulator_loops():
+    """64^3 matmul, loops i0 j0 i1 k j1 (j1 vectorized): the 8-row tile i1
+    sits outside k, so the accumulators are the 16-wide vector (in
+    registers). With i1 moved inside k and left rolled (extent 64, too big
+    for LLVM to unroll), the accumulators go through memory."""
+    ps = _tiled_matmul("j")
+    upd = [b for b in ps.blocks if b.name == "C_update"][0]
+    assert upd.accumulators_in_registers
+    sch = tvm.s_tir.Schedule(_matmul())
+    i, j, k = sch.get_loops(sch.get_sblock("C"))
+    j0, j1 = sch.split(j, [4, 16])
+    sch.reorder(j0, k, i, j1)
+    sch.vectorize(j1)
+    b = summarize(sch.mod, "cpu").blocks[0]
+    assert b.loops[2].extent == 64 and not b.loops[2].unrolled and not b.accumulators_in_registers
+
+
+def test_fma_count_for_multiply_add_and_max():
+    ps = _tiled_matmul("j")
+    upd = [b for b in ps.blocks if b.name == "C_update"][0]
+    assert upd.ops_per_point == 2 and upd.fma_per_point == 1
+    x = te.placeholder((64, 64), name="X")
+    r = te.reduce_axis((0, 64), name="r")
+    m = te.compute((64,), lambda i: te.max(x[i, r], axis=r), name="M")
+    b = summarize(tvm.IRModule({"main": te.create_prim_func([x, m])}), "cpu").blocks[0]
+    assert b.ops_per_point == 1 and b.fma_per_point == 0
+
+
+def test_avx512_target_has_32_vector_registers():
+    assert HardwareSpec.from_target(CPU).vector_registers == 32
+    avx2 = tvm.target.Target({"kind": "llvm", "mcpu": "znver3", "num-cores": 2})
+    spec = HardwareSpec.from_target(avx2)
+    assert spec.vector_registers == 16 and spec.fma_latency_cycles == 4
+    assert HardwareSpec.from_target(tvm.target.Target({"kind": "llvm", "mcpu": "znver2"})).fma_latency_cycles == 5
+
+
+def test_tensorized_block_counts_its_work():
+    """An int8 dense tensorized with TVM's AVX-512 VNNI dot product (16x4):
+    each point of the tensorized block runs 16 x 4 = 64 multiply-adds
+    (sqrt(4 * 64 * 16) from its regions), so the program's work equals the
+    untensorized one's, 2 * 4 * 32 * 16 = 4096 operations, not zero."""
+    from tvm.s_tir.tensor_intrin.x86 import VNNI_DOT_16x4_INTRIN
+
+    def dense_u8i8(m=4, n=32, k=16):
+        a = te.placeholder((m, k), "uint8", name="A")
+        b = te.placeholder((n, k), "int8", name="B")
+        r = te.reduce_axis((0, k), name="k")
+        c = te.compute((m, n), lambda i, j: te.sum(a[i, r].astype("int32") * b[j, r].astype("int32"), axis=r),
+                       name="C")
+        return tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+
+    sch = tvm.s_tir.Schedule(dense_u8i8())
+    blk = sch.get_sblock("C")
+    i, j, k = sch.get_loops(blk)
+    j0, j1 = sch.split(j, [None, 16])
+    k0, k1 = sch.split(k, [None, 4])
+    sch.reorder(i, j0, k0, j1, k1)
+    sch.decompose_reduction(blk, k0)
+    sch.tensorize(j1, VNNI_DOT_16x4_INTRIN)
+    ps = summarize(sch.mod, "cpu")
+    (upd,) = [b for b in ps.blocks if b.name == "C_update_o"]
+    assert upd.useful_points == 4 * 2 * 4
+    assert upd.ops_per_point == 128 and upd.fma_per_point == 64 and upd.vector_extent == 16
+    assert ps.flops == summarize(dense_u8i8(), "cpu").flops == 2 * 4 * 32 * 16

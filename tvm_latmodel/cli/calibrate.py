@@ -48,7 +48,10 @@ def format_table(spec, default) -> str:
         if measured is not None and abs(measured - level.bandwidth_gbps) > 1e-9:
             value += f" (measured {measured:.1f})"
         rows.append((f"{level.name} bandwidth GB/s", f"{base.bandwidth_gbps:.1f}", value))
+        rows.append((f"  one core alone", f"{default.core_bandwidth_gbps(base, 1):.1f}",
+                     f"{spec.core_bandwidth_gbps(level, 1):.1f}"))
     rows.append(("peak GFLOP/s", f"{default.peak_gflops:.1f}", f"{spec.peak_gflops:.1f}"))
+    rows.append(("  one core alone", f"{default.core_peak_gflops(1):.1f}", f"{spec.core_peak_gflops(1):.1f}"))
     rows.append(("launch overhead us", f"{default.launch_overhead_s * 1e6:.2f}",
                  f"{spec.launch_overhead_s * 1e6:.2f}"))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]

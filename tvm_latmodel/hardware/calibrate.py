@@ -20,6 +20,10 @@ that TVM builds for the host target and times with ``time_evaluator``:
 
         peak_gflops = 2 * cores * repeats * depth * rows * cols / time_s / 1e9
 
+    Both also run on one core alone (the same per-core work), which gives
+    ``single_core_bandwidth_gbps`` per level and ``single_core_peak_gflops``:
+    how the machine scales from one core to all of them.
+
 ``launch``
     An (almost) empty parallel kernel, one element per core; its time is the
     fixed cost of a packed call plus a parallel region, ``launch_overhead_s``.
@@ -381,11 +385,15 @@ def _calibrate(target, load, *, quick: bool, progress: bool, local: bool, extra_
         repeats = max(1, math.ceil(_RUN_S[quick] * guess_bytes_per_s / (cores * block_bytes)))
         name = f"stream_{level.name.lower()}"
         funcs[name] = _stream_func(cores, chunks, _STREAM_UNROLL, lanes, repeats)
-        stream_plan.append((level, name, chunks, block_bytes, repeats))
+        # The same per-core working set on one core alone: parallel scaling.
+        single_repeats = max(1, math.ceil(_RUN_S[quick] * guess_bytes_per_s / cores / block_bytes))
+        funcs[name + "_1core"] = _stream_func(1, chunks, _STREAM_UNROLL, lanes, single_repeats)
+        stream_plan.append((level, name, chunks, block_bytes, repeats, single_repeats))
     cols = _FMA_COL_VECTORS * lanes
     flops_per_repeat = 2.0 * cores * _FMA_DEPTH * _FMA_ROWS * cols
     fma_repeats = max(1, math.ceil(_RUN_S[quick] * 2.0 * default.peak_gflops * 1e9 / flops_per_repeat))
     funcs["fma"] = _fma_func(cores, _FMA_DEPTH, _FMA_ROWS, lanes, fma_repeats)
+    funcs["fma_1core"] = _fma_func(1, _FMA_DEPTH, _FMA_ROWS, lanes, fma_repeats)
     funcs["launch"] = _launch_func(cores)
     mod = tvm.IRModule({name: f.with_attr("global_symbol", name) for name, f in funcs.items()})
     _progress(progress, f"building {len(funcs)} kernels for {target.attrs.get('mcpu')} x{cores}")
@@ -408,26 +416,32 @@ def _calibrate(target, load, *, quick: bool, progress: bool, local: bool, extra_
     _progress(progress, f"launch overhead: {launch_s * 1e6:.2f} us")
 
     # ---- streaming bandwidth per level
-    measured_gbps = []
-    for level, name, chunks, block_bytes, repeats in stream_plan:
+    measured_gbps, single_gbps = [], []
+    for level, name, chunks, block_bytes, repeats, single_repeats in stream_plan:
         host = np.ones((cores, chunks, _STREAM_UNROLL, lanes), dtype="float32")
         a = tvm.runtime.tensor(host, dev)
+        a1 = tvm.runtime.tensor(host[:1], dev)
         del host
         b = tvm.runtime.empty((cores, _STREAM_UNROLL, lanes), "float32", dev)
+        b1 = tvm.runtime.empty((1, _STREAM_UNROLL, lanes), "float32", dev)
         best_s, times = _best_time_s(rt_mod, name, dev, (a, b), quick=quick)
-        del a
+        best1_s, times1 = _best_time_s(rt_mod, name + "_1core", dev, (a1, b1), quick=quick)
+        del a, a1
         gbps = cores * block_bytes * repeats / best_s / 1e9
+        gbps1 = block_bytes * single_repeats / best1_s / 1e9
         measured_gbps.append(gbps)
+        single_gbps.append(gbps1)
         raw["levels"][level.name] = {
             "working_set_bytes_per_core": block_bytes,
             "working_set_bytes": cores * block_bytes,
             "repeats": repeats,
             "times_s": times,
             "bandwidth_gbps": gbps,
+            "single_core": {"repeats": single_repeats, "times_s": times1, "bandwidth_gbps": gbps1},
         }
         _progress(
             progress,
-            f"{level.name:>4} bandwidth: {gbps:8.1f} GB/s "
+            f"{level.name:>4} bandwidth: {gbps:8.1f} GB/s, one core alone {gbps1:7.1f} GB/s "
             f"(working set {cores * block_bytes / 1024:.0f} KiB, run {best_s * 1e3:.2f} ms)",
         )
 
@@ -437,17 +451,26 @@ def _calibrate(target, load, *, quick: bool, progress: bool, local: bool, extra_
     c = tvm.runtime.empty((cores, _FMA_ROWS, cols), "float32", dev)
     fma_s, fma_times = _best_time_s(rt_mod, "fma", dev, (a, b, c), quick=quick)
     peak_gflops = flops_per_repeat * fma_repeats / fma_s / 1e9
+    a1 = tvm.runtime.tensor(np.full((1, _FMA_DEPTH, _FMA_ROWS), 0.5, dtype="float32"), dev)
+    b1 = tvm.runtime.tensor(np.full((1, _FMA_DEPTH, cols), 0.5, dtype="float32"), dev)
+    c1 = tvm.runtime.empty((1, _FMA_ROWS, cols), "float32", dev)
+    fma1_s, fma1_times = _best_time_s(rt_mod, "fma_1core", dev, (a1, b1, c1), quick=quick)
+    single_peak = flops_per_repeat / cores * fma_repeats / fma1_s / 1e9
     raw["fma"] = {"repeats": fma_repeats, "flops_per_repeat": flops_per_repeat,
-                  "times_s": fma_times, "peak_gflops": peak_gflops}
-    _progress(progress, f"peak: {peak_gflops:.1f} GFLOP/s")
+                  "times_s": fma_times, "peak_gflops": peak_gflops,
+                  "single_core": {"times_s": fma1_times, "peak_gflops": single_peak}}
+    _progress(progress, f"peak: {peak_gflops:.1f} GFLOP/s, one core alone {single_peak:.1f} GFLOP/s")
 
     # ---- a larger level cannot be faster than a smaller one
-    corrected, messages = enforce_monotonic_bandwidth(
-        [level.name for level, *_ in stream_plan], measured_gbps
-    )
-    for msg in messages:
+    names = [level.name for level, *_ in stream_plan]
+    corrected, messages = enforce_monotonic_bandwidth(names, measured_gbps)
+    corrected_single, messages_single = enforce_monotonic_bandwidth(names, single_gbps)
+    for msg in messages + [f"one core alone: {m}" for m in messages_single]:
         warn_messages.append(msg)
         warnings.warn(msg, CalibrationWarning, stacklevel=2)
+    # Alone, a core gets at least its share and at most the whole level.
+    corrected_single = [min(max(s1, bw / cores), bw) for s1, bw in zip(corrected_single, corrected)]
+    single_peak = min(max(single_peak, peak_gflops / cores), peak_gflops)
     raw["warnings"] = warn_messages
     raw["duration_s"] = time.perf_counter() - start
     raw["defaults"] = {
@@ -457,11 +480,12 @@ def _calibrate(target, load, *, quick: bool, progress: bool, local: bool, extra_
     }
     _progress(progress, f"done in {raw['duration_s']:.1f} s")
 
-    memory = tuple(dataclasses.replace(level, bandwidth_gbps=float(gbps))
-                   for level, gbps in zip(default.memory, corrected))
+    memory = tuple(dataclasses.replace(level, bandwidth_gbps=float(gbps), single_core_bandwidth_gbps=float(gbps1))
+                   for level, gbps, gbps1 in zip(default.memory, corrected, corrected_single))
     return dataclasses.replace(
         default,
         peak_gflops=float(peak_gflops),
+        single_core_peak_gflops=float(single_peak),
         memory=memory,
         launch_overhead_s=float(launch_s),
         source="calibrated",

@@ -65,12 +65,18 @@ class MemoryLevel:
         with every parallel unit busy, in GB/s.
     shared : bool
         Whether all parallel units share the level.
+    single_core_bandwidth_gbps : float
+        What one parallel unit streams from this level when it runs alone,
+        in GB/s (measured by ``calibrate``). ``0`` means
+        ``bandwidth_gbps / parallel_units`` (no gain from running alone,
+        which is exact for a private level).
     """
 
     name: str
     size_bytes: float
     bandwidth_gbps: float
     shared: bool = False
+    single_core_bandwidth_gbps: float = 0.0
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -80,6 +86,8 @@ class MemoryLevel:
         _check_real(f"{where}: bandwidth_gbps", self.bandwidth_gbps, *_RATE_RANGE)
         if not isinstance(self.shared, bool):
             raise ValueError(f"{where}: shared must be true or false, got {self.shared!r}")
+        if self.single_core_bandwidth_gbps != 0:
+            _check_real(f"{where}: single_core_bandwidth_gbps", self.single_core_bandwidth_gbps, *_RATE_RANGE)
 
 
 # Ranges a value of a real machine falls in; anything outside is a typo or a
@@ -133,6 +141,24 @@ class HardwareSpec:
         GPU occupancy limits (zero on a CPU).
     source : str
         Where the numbers came from (``preset:h200``, ``host``, ``calibrated``, a file).
+    vector_registers : int
+        Architectural vector registers (CPU): 16 with SSE/AVX2, 32 with
+        AVX-512 or on AArch64 (Intel SDM vol. 1 §15.1; Arm ARM). A register
+        tile of accumulators beyond them spills.
+    fma_latency_cycles, fma_pipes : int
+        Vector FMA latency in cycles and FMA pipes per core (Agner Fog's
+        instruction tables, by ``mcpu``): a reduction needs
+        ``latency * pipes`` independent accumulators to keep the pipes full.
+    add_pipes : int
+        Pipes per core for a vector add, max or min. An add/max kernel's
+        peak is ``add_pipes * lanes`` operations per cycle, against
+        ``2 * fma_pipes * lanes`` FLOP for FMAs.
+    vector_stores_per_cycle : int
+        Vector stores per cycle per core: an accumulator kept in memory
+        instead of a register costs a store per FMA.
+    single_core_peak_gflops : float
+        FP32 GFLOP/s of one core running alone (turbo), measured by
+        ``calibrate``; ``0`` means ``peak_gflops / parallel_units``.
     """
 
     name: str
@@ -149,6 +175,12 @@ class HardwareSpec:
     max_shared_memory_per_block_bytes: int = 0
     source: str = ""
     extra: dict = field(default_factory=dict, compare=False, hash=False)
+    vector_registers: int = 16
+    fma_latency_cycles: int = 4
+    fma_pipes: int = 2
+    add_pipes: int = 2
+    vector_stores_per_cycle: int = 1
+    single_core_peak_gflops: float = 0.0
 
     def __post_init__(self):
         # Every field is checked here, so a spec from code, a preset or a file
@@ -173,6 +205,35 @@ class HardwareSpec:
             raise ValueError(f"HardwareSpec.source must be a string, got {self.source!r}")
         if not isinstance(self.extra, dict):
             raise ValueError(f"HardwareSpec.extra must be a dict, got {self.extra!r}")
+        for name in ("vector_registers", "fma_latency_cycles", "fma_pipes", "add_pipes",
+                     "vector_stores_per_cycle"):
+            _check_int(f"HardwareSpec.{name}", getattr(self, name), 1, 1024)
+        if self.single_core_peak_gflops != 0:
+            _check_real("HardwareSpec.single_core_peak_gflops", self.single_core_peak_gflops, *_RATE_RANGE)
+
+    # ------------------------------------------------------- parallel scaling
+    def core_peak_gflops(self, active: int) -> float:
+        """GFLOP/s one core reaches while ``active`` cores compute.
+
+        ``min(single_core_peak, peak / active)``: alone a core may run
+        faster (turbo) than its share of the all-core peak, but together the
+        cores never exceed the machine's peak.
+        """
+        share = self.peak_gflops / max(1, min(active, self.parallel_units))
+        single = self.single_core_peak_gflops or self.peak_gflops / self.parallel_units
+        return min(single, share)
+
+    def core_bandwidth_gbps(self, level: "MemoryLevel", active: int) -> float:
+        """GB/s one core streams from ``level`` while ``active`` cores do.
+
+        ``min(single_core_bandwidth, bandwidth / active)``: alone, a core
+        may stream more than its share of a shared level (or of its private
+        one, at turbo clock), but the cores together never exceed the
+        level's bandwidth. Uncalibrated, ``single_core_bandwidth`` is
+        ``bandwidth / parallel_units``, exact for a private level.
+        """
+        single = level.single_core_bandwidth_gbps or level.bandwidth_gbps / self.parallel_units
+        return min(single, level.bandwidth_gbps / max(1, min(active, self.parallel_units)))
 
     # ------------------------------------------------------------------ lanes
     def lanes(self, dtype_bits: int = 32) -> int:
@@ -338,6 +399,21 @@ _ARCH_TO_PRESET = {"sm_90": "h200", "sm_90a": "h200", "sm_80": "a100", "sm_70": 
 _CPU_BYTES_PER_CYCLE = {"L1": 64.0, "L2": 32.0, "L3": 16.0}
 _DEFAULT_DRAM_GBPS_PER_CORE = 10.0
 _DEFAULT_FREQ_GHZ = 3.0
+# (vector FMA latency in cycles, FMA pipes, vector add/max pipes, vector
+# stores per cycle) per LLVM mcpu, from Agner Fog's instruction tables
+# (2022) and microarchitecture guide: Zen 1/2 have a 5-cycle FMA, Zen 3/4
+# and Intel Skylake and later 4 cycles; all have 2 FMA pipes and 2 pipes
+# that add (Zen: FADD pipes 2 and 3; Intel: the two FMA ports) and retire one
+# 256/512-bit store per cycle. Haswell/Broadwell: 5 cycles (Broadwell's
+# FMUL is 3 but its FMA is 5). Unknown CPUs get the Skylake/Zen 3 values.
+_CPU_MICROARCH = {
+    "znver1": (5, 2, 2, 1), "znver2": (5, 2, 2, 1), "znver3": (4, 2, 2, 1), "znver4": (4, 2, 2, 1),
+    "haswell": (5, 2, 2, 1), "broadwell": (5, 2, 2, 1), "skylake": (4, 2, 2, 1),
+    "skylake-avx512": (4, 2, 2, 1), "cascadelake": (4, 2, 2, 1), "cooperlake": (4, 2, 2, 1),
+    "icelake-server": (4, 2, 2, 1), "icelake-client": (4, 2, 2, 1), "tigerlake": (4, 2, 2, 1),
+    "sapphirerapids": (4, 2, 2, 1), "alderlake": (4, 2, 2, 1),
+}
+_CPU_MICROARCH_DEFAULT = (4, 2, 2, 1)
 # A TVM parallel region (thread-pool wake-up and join) plus the packed call.
 _CPU_LAUNCH_OVERHEAD_S = 4e-6
 
@@ -393,6 +469,10 @@ def _cpu_spec_from_target(target) -> "HardwareSpec":
         vector_bits = 256
     else:
         vector_bits = 128  # SSE2 (x86-64 baseline) or NEON
+    mtriple = str(target.attrs.get("mtriple", "") or "")
+    # 32 vector registers with AVX-512 (zmm0-31) and on AArch64 (v0-v31), else 16.
+    vector_registers = 32 if (vector_bits == 512 or mtriple.startswith("aarch64")) else 16
+    fma_latency, fma_pipes, add_pipes, stores = _CPU_MICROARCH.get(mcpu, _CPU_MICROARCH_DEFAULT)
     cores = target.attrs.get("num-cores")
     cores = int(cores) if cores is not None else int(psutil.cpu_count(logical=False) or 1)
     is_host = bool(mcpu) and mcpu == tvm.target.codegen.llvm_get_system_cpu()
@@ -418,6 +498,11 @@ def _cpu_spec_from_target(target) -> "HardwareSpec":
         launch_overhead_s=_CPU_LAUNCH_OVERHEAD_S,
         source="host" if is_host else "defaults",
         extra={"mcpu": mcpu, "freq_ghz": freq},
+        vector_registers=vector_registers,
+        fma_latency_cycles=fma_latency,
+        fma_pipes=fma_pipes,
+        add_pipes=add_pipes,
+        vector_stores_per_cycle=stores,
     )
 
 

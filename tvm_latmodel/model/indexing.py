@@ -145,6 +145,28 @@ def _count_ops(expr) -> float:
     return 0.0
 
 
+def _count_fma(expr) -> float:
+    """Multiplies an add or subtract consumes (each fuses with it into one
+    FMA instruction): ``C + A * B`` has one, ``max(C, A)`` none."""
+    name = type(expr).__name__
+    if name in ("Add", "Sub"):
+        fused = 0.0
+        for side in (expr.a, expr.b):
+            inner = side.value if type(side).__name__ == "Cast" else side
+            if type(inner).__name__ == "Mul":
+                fused = 1.0
+        return fused + _count_fma(expr.a) + _count_fma(expr.b)
+    if name in _OPS:
+        return _count_fma(expr.a) + _count_fma(expr.b)
+    if name == "Cast":
+        return _count_fma(expr.value)
+    if name == "Select":
+        return _count_fma(expr.true_value) + _count_fma(expr.false_value)
+    if name == "Call":
+        return sum(_count_fma(a) for a in expr.args)
+    return 0.0
+
+
 _DTYPE_BITS: dict[str, int] = {}
 
 

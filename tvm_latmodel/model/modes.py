@@ -13,11 +13,27 @@ named in ``tvm-latmodel explain``:
   accesses are not contiguous runs lane by lane (:func:`gather_efficiency`),
   and an innermost loop that LLVM vectorizes by itself gets the vector
   factor LLVM would pick (:func:`auto_vector_efficiency`).
+  Which loop LLVM sees as innermost is decided after unrolling: the
+  summary replays TVM's ``UnrollLoop`` (``pragma_auto_unroll_max_step``)
+  and LLVM's full unroller, so a channel loop left outside fully unrolled
+  filter taps is vectorized (:mod:`~tvm_latmodel.model.program`).
 * **accumulator chains** (:func:`chain_efficiency`, CPU): a reduction adds
   into each accumulator in order, so the FMA pipes only stay full with
   ``fma_latency * fma_pipes`` independent accumulator vectors in the loops
   inside the innermost reduction loop; more than the register file holds
   spill to L1 (:func:`register_spill_efficiency`).
+* **register tile** (:func:`memory_accumulator_efficiency`, CPU): the
+  accumulators stay in registers only when every loop inside the innermost
+  reduction loop is unrolled or vectorized; a rolled loop there walks them
+  through memory, a store per FMA.
+* **instruction mix** (:func:`instruction_mix_factor`, CPU): add, max and
+  min kernels against their own peak (one operation per instruction on the
+  add pipes), not the FMA peak that counts two.
+* **parallel scaling** (CPU, :meth:`HardwareSpec.core_peak_gflops`,
+  :meth:`HardwareSpec.core_bandwidth_gbps`): a region whose units fill
+  fewer cores than the machine has gives each core what one core gets
+  alone (turbo clock, more of a shared level's bandwidth), as measured by
+  ``calibrate``.
 * **tile quantization** (:func:`padded_work_ratio`): a tile that does not
   divide its loop, or a compute-at halo, executes
   ``work_points / useful_points`` times the useful iterations.
@@ -45,22 +61,15 @@ from dataclasses import dataclass, field
 from ..hardware import HardwareSpec
 from .program import BlockSummary, ProgramSummary, Region
 
-# Registers a CPU core keeps a tile in: 16 architectural vector registers.
-CPU_VECTOR_REGISTERS = 16
+# The CPU's microarchitecture (vector registers, FMA latency and pipes, add
+# pipes, stores per cycle, single-core peak and bandwidth) lives in
+# HardwareSpec; what stays here is about the shape of the generated code.
 # Registers an FMA loop needs besides its accumulators (the two operands).
 CPU_OPERAND_REGISTERS = 2
-# Vector FMA latency in cycles and FMA pipes per core: 4 and 2 on AMD Zen 2-4
-# and on Intel Skylake and later (Agner Fog's instruction tables).
-CPU_FMA_LATENCY_CYCLES = 4
-CPU_FMA_PIPES = 2
 # Vector FMAs the out-of-order core looks ahead over: a 224-256 entry
 # reorder buffer (Skylake, Zen 3) at about 4 micro-ops per FMA of a tiled
 # loop (the FMA, its operand loads, address and loop arithmetic).
 CPU_OOO_WINDOW_FMAS = 64
-# Throughput left when every accumulator lives in L1 instead of a register:
-# each FMA then also loads and stores its accumulator, and the two store
-# ports (Zen 3, Ice Lake) halve the FMA rate.
-CPU_SPILLED_ACCUMULATOR_EFFICIENCY = 0.5
 # A serial (non-parallel) region still pays a call, but no thread-pool wake-up.
 SERIAL_OVERHEAD_FRACTION = 0.25
 # Warps per SM needed to hide arithmetic and memory latency (4 schedulers x 4).
@@ -130,8 +139,7 @@ def auto_vector_efficiency(extent: int, lanes: int) -> float:
     return extent / (steps * lanes)
 
 
-def chain_efficiency(chains: float, latency_cycles: int = CPU_FMA_LATENCY_CYCLES,
-                     pipes: int = CPU_FMA_PIPES) -> float:
+def chain_efficiency(chains: float, latency_cycles: int, pipes: int) -> float:
     """Fraction of FMA throughput a reduction with ``chains`` independent
     accumulators reaches: ``min(1, chains / (latency_cycles * pipes))``.
 
@@ -144,20 +152,47 @@ def chain_efficiency(chains: float, latency_cycles: int = CPU_FMA_LATENCY_CYCLES
     return min(1.0, chains / (latency_cycles * pipes))
 
 
-def register_spill_efficiency(accumulators: float, registers: int = CPU_VECTOR_REGISTERS,
+def memory_accumulator_efficiency(stores_per_cycle: int, fma_pipes: int) -> float:
+    """Throughput of an FMA whose accumulator lives in memory (L1), not in
+    a register: each FMA then also stores its accumulator, so the stores
+    bound it: ``min(1, stores_per_cycle / fma_pipes)``. Example (1 store per
+    cycle, 2 FMA pipes): 0.5.
+    """
+    return min(1.0, stores_per_cycle / fma_pipes)
+
+
+def register_spill_efficiency(accumulators: float, registers: int, spilled_efficiency: float,
                               operands: int = CPU_OPERAND_REGISTERS) -> float:
     """Throughput left when the accumulator tile outgrows the registers.
 
     ``1`` while ``accumulators <= registers - operands``; beyond, the share
-    of accumulators that spill runs at
-    :data:`CPU_SPILLED_ACCUMULATOR_EFFICIENCY`:
-    ``1 / (kept + spilled / spilled_efficiency) * accumulators``.
+    of accumulators that spill runs at ``spilled_efficiency``
+    (:func:`memory_accumulator_efficiency`):
+    ``accumulators / (kept + spilled / spilled_efficiency)``.
+    Example (16 registers, 0.5): 14 → 1.0, 30 → 30 / 46.
     """
     keep = registers - operands
     if accumulators <= keep:
         return 1.0
     spilled = accumulators - keep
-    return accumulators / (keep + spilled / CPU_SPILLED_ACCUMULATOR_EFFICIENCY)
+    return accumulators / (keep + spilled / spilled_efficiency)
+
+
+def instruction_mix_factor(ops: float, fmas: float, fma_pipes: int, add_pipes: int) -> float:
+    """Time of a point's arithmetic against the FMA peak, which counts 2 FLOP
+    per FMA instruction on ``fma_pipes`` pipes.
+
+    The ``fmas`` multiply-adds take ``fmas / fma_pipes`` cycles (per vector),
+    the other ``ops - 2 * fmas`` operations (adds, max, min, lone multiplies)
+    one instruction each on ``add_pipes``; the peak would take
+    ``ops / (2 * fma_pipes)``. A pure FMA kernel gives 1, a pure add or max
+    kernel ``2 * fma_pipes / add_pipes`` (2 on Zen 3 and Skylake).
+    """
+    if ops <= 0:
+        return 1.0
+    fmas = min(fmas, ops / 2.0)
+    cycles = fmas / fma_pipes + (ops - 2.0 * fmas) / add_pipes
+    return cycles / (ops / (2.0 * fma_pipes))
 
 
 def padded_work_ratio(work_points: float, useful_points: float) -> float:
@@ -336,10 +371,14 @@ def _cache_levels(hw: HardwareSpec, concurrent: int, gpu: bool):
         out.append((shared.size_bytes / per_sm_blocks, l2.name, l2.bandwidth_gbps * 1e9 / concurrent))
         out.append((l2.size_bytes / concurrent, dram.name, dram.bandwidth_gbps * 1e9 / concurrent))
         return out
-    regs = CPU_VECTOR_REGISTERS * hw.vector_bits / 8
+    # CPU: ``concurrent`` is the number of cores at work; each core gets
+    # its share of a shared cache and what it can stream while the others
+    # stream too (HardwareSpec.core_bandwidth_gbps: alone, a core may get
+    # more than 1/cores of a shared level).
+    regs = hw.vector_registers * hw.vector_bits / 8
     caps = [regs] + [(m.size_bytes / concurrent if m.shared else m.size_bytes) for m in mem[:-1]]
     for cap, server in zip(caps, mem):
-        out.append((cap, server.name, server.bandwidth_gbps * 1e9 / concurrent))
+        out.append((cap, server.name, hw.core_bandwidth_gbps(server, concurrent) * 1e9))
     return out
 
 
@@ -352,8 +391,9 @@ def _unit_level(block: BlockSummary, gpu: bool) -> int:
     return level
 
 
-def _cpu_efficiency(b: BlockSummary, lanes: int) -> float:
-    """Fraction of a core's peak one CPU block reaches: lanes x chains x spills."""
+def _cpu_efficiency(b: BlockSummary, lanes: int, hw: HardwareSpec) -> float:
+    """Fraction of a core's peak one CPU block reaches: lanes x chains x
+    register tile x instruction mix."""
     if b.vector_extent > 1 and b.vector_gathers:
         vec, eff = 1, gather_efficiency(lanes, b.vector_gathers)  # runs lane by lane
     elif b.vector_extent > 1:
@@ -362,14 +402,21 @@ def _cpu_efficiency(b: BlockSummary, lanes: int) -> float:
         vec, eff = b.auto_vector_extent, auto_vector_efficiency(b.auto_vector_extent, lanes)
     else:
         vec, eff = 1, 1.0 / lanes
+    in_memory = memory_accumulator_efficiency(hw.vector_stores_per_cycle, hw.fma_pipes)
     if b.reduce_level > 0 and b.ops_per_point > 0:
-        # Accumulator vectors in registers; the out-of-order window also
-        # overlaps the chains of the next accumulators when each takes only
-        # chain_length dependent updates before the nest moves on.
-        regs = b.accumulator_points / vec * -(-vec // lanes)
-        chains = max(regs, CPU_OOO_WINDOW_FMAS / max(1.0, b.chain_length))
-        eff *= chain_efficiency(chains) * register_spill_efficiency(regs)
-    return eff
+        if b.accumulators_in_registers:
+            # Accumulator vectors in registers; the out-of-order window also
+            # overlaps the chains of the next accumulators when each takes
+            # only chain_length dependent updates before the nest moves on.
+            regs = b.accumulator_points / vec * -(-vec // lanes)
+            chains = max(regs, CPU_OOO_WINDOW_FMAS / max(1.0, b.chain_length))
+            eff *= (chain_efficiency(chains, hw.fma_latency_cycles, hw.fma_pipes)
+                    * register_spill_efficiency(regs, hw.vector_registers, in_memory))
+        else:
+            # A rolled loop inside the reduction walks the accumulators
+            # through memory: a load and a store around every FMA.
+            eff *= in_memory
+    return eff / instruction_mix_factor(b.ops_per_point, b.fma_per_point, hw.fma_pipes, hw.add_pipes)
 
 
 def _region_terms(region: Region, hw: HardwareSpec, warm: bool = False) -> RegionTerms:
@@ -390,8 +437,15 @@ def _region_terms(region: Region, hw: HardwareSpec, warm: bool = False) -> Regio
         concurrent = 1 if serial else hw.parallel_units
     units = max(1, region.units)
     waves, wave_eff = wave_quantization(units, concurrent)
-    levels = _levels(hw, concurrent, gpu, warm)
-    peak_per_slot = hw.peak_gflops * 1e9 / (hw.parallel_units if not gpu else concurrent)
+    if gpu:
+        levels = _levels(hw, concurrent, gpu, warm)
+        peak_per_slot = hw.peak_gflops * 1e9 / concurrent
+    else:
+        # Parallel scaling: the cores at work (fewer than all when the units
+        # do not fill them) each get a core's peak and bandwidth share.
+        active = min(units, concurrent)
+        levels = _levels(hw, active, gpu, warm)
+        peak_per_slot = hw.core_peak_gflops(active) * 1e9
 
     flops_time_weighted = 0.0
     compute_s = 0.0
@@ -406,7 +460,7 @@ def _region_terms(region: Region, hw: HardwareSpec, warm: bool = False) -> Regio
             if region.threads_per_unit <= 1:
                 eff = occupancy["latency_hiding"] / 32
         else:
-            eff = _cpu_efficiency(b, lanes)
+            eff = _cpu_efficiency(b, lanes, hw)
         executed = b.work_points * b.ops_per_point
         if executed > 0:
             compute_s += executed / units / (peak_per_slot * eff)

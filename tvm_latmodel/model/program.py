@@ -39,11 +39,21 @@ evaluated in pure Python, so a 3x3 conv schedule summarizes in about 2 ms.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import tvm
 
-from .indexing import _bits, _compile, _count_ops, _interval, _stride_along, _strides, _vars_of
+from .indexing import _bits, _compile, _count_fma, _count_ops, _interval, _stride_along, _strides, _vars_of
+
+# TVM's UnrollLoop default auto_max_depth: at most this many unrolled loops
+# nested below a loop that is itself auto-unrolled.
+_UNROLL_MAX_DEPTH = 8
+# LLVM's full-unroll threshold at -O3 (TVM's LLVM backend optimizes at O3):
+# a rolled loop whose trip count times its body's cost is at most this many
+# instructions is unrolled by LLVM itself before it vectorizes
+# (llvm/lib/Transforms/Scalar/LoopUnrollPass.cpp: UnrollThresholdAggressive).
+_LLVM_FULL_UNROLL_THRESHOLD = 300
 
 # ----------------------------------------------------------------- data types
 
@@ -67,8 +77,19 @@ class Access:
 
 @dataclass(frozen=True)
 class Loop:
+    """One loop of a block's nest. ``unrolled_by``: ``"tvm"`` when TVM's
+    ``UnrollLoop`` pass unrolls it (an ``unroll`` loop, or a serial loop
+    that ``pragma_auto_unroll_max_step`` covers), ``"llvm"`` when LLVM's
+    full unroller will (a small rolled loop), else ``""``."""
+
     extent: int
     kind: str  # serial, parallel, vectorized, unrolled, blockIdx, threadIdx, vthread
+    unrolled_by: str = ""
+
+    @property
+    def unrolled(self) -> bool:
+        """Straight-line code once compiled (unrolled by TVM or by LLVM)."""
+        return bool(self.unrolled_by)
 
 
 @dataclass(frozen=True)
@@ -88,6 +109,24 @@ class BlockSummary:
     vector_gathers: int = 0
     auto_vector_extent: int = 0
     chain_length: float = 0.0
+    fma_per_point: float = 0.0
+
+    @property
+    def innermost_loop(self) -> int:
+        """Index of the innermost loop left after unrolling (extent > 1 and
+        not unrolled): the loop LLVM's loop vectorizer sees; -1 if none."""
+        for j in range(len(self.loops) - 1, -1, -1):
+            if self.loops[j].extent > 1 and not self.loops[j].unrolled:
+                return j
+        return -1
+
+    @property
+    def accumulators_in_registers(self) -> bool:
+        """Whether a reduction's accumulators can live in registers: every
+        loop inside its innermost reduction loop is unrolled or vectorized
+        (a rolled loop there walks the accumulators through memory)."""
+        return all(lp.extent == 1 or lp.unrolled or lp.kind == "vectorized"
+                   for lp in self.loops[self.reduce_level:])
 
     @property
     def flops(self) -> float:
@@ -182,6 +221,15 @@ class _Walker:
         self.blocks: list[BlockSummary] = []
         self.unroll = 0
         self.cur_unroll = 0  # auto-unroll step in effect at the current loop
+        # TVM's UnrollLoop pass, replayed (tirx/transforms/unroll_loop.cc):
+        # statements counted so far, rolled ("normal") and unrolled loop
+        # depths below the current point, and the verdict per loop variable.
+        self.step_count = 0
+        self.normal_depth = 0
+        self.unroll_depth = 0
+        self.unrolled: dict[int, bool] = {}
+        self.pending: list = []  # leaf blocks waiting for the unroll verdicts
+        self.block_vars: list = []  # loop variables of each block's nest
 
     # -- statements
     def stmt(self, s):
@@ -189,8 +237,18 @@ class _Walker:
         if name == "For":
             self.loop(s)
         elif name == "SeqStmt":
+            # Each statement of a sequence is counted from zero; steps add up,
+            # depths take the maximum (as UnrollLoop's SeqStmt visitor).
+            steps, normal, unroll = self.step_count, self.normal_depth, self.unroll_depth
             for x in s.seq:
+                self.step_count = self.normal_depth = self.unroll_depth = 0
                 self.stmt(x)
+                steps += self.step_count
+                normal = max(normal, self.normal_depth)
+                unroll = max(unroll, self.unroll_depth)
+            self.step_count, self.normal_depth, self.unroll_depth = steps, normal, unroll
+        elif name in ("BufferStore", "Evaluate"):
+            self.step_count += 1
         elif name == "SBlockRealize":
             self.block_realize(s)
         elif name == "IfThenElse":
@@ -244,6 +302,17 @@ class _Walker:
                 threads *= e
             self.region_threads[r] = threads
         self.stmt(f.body)
+        # UnrollLoop's verdict: an unroll loop always; a serial loop when no
+        # rolled loop is inside it, at most auto_max_depth (8) unrolled loops
+        # are, and extent * statements inside <= the auto-unroll step.
+        auto = (kind == "serial" and self.normal_depth == 0 and self.unroll_depth <= _UNROLL_MAX_DEPTH
+                and extent * self.step_count <= self.cur_unroll)
+        if kind == "unrolled" or auto:
+            self.step_count *= extent
+            self.unroll_depth += 1
+            self.unrolled[idx] = True
+        else:
+            self.normal_depth += 1
         self.loop_stack.pop()
         self.cur_unroll = outer_unroll
         if opened:
@@ -254,14 +323,21 @@ class _Walker:
         body = blk.body
         if type(body).__name__ == "BufferStore":
             # A leaf block; a reduction's init (one store per output) is
-            # small next to its update and is not counted.
-            self.leaf_block(br, blk)
+            # small next to its update and is not counted as work (but it is
+            # a statement for the unroller).
+            self.step_count += 1 + (blk.init is not None)
+            self.leaf_block(br, blk, body)
+        elif blk.writes and not _has_block(body):
+            # An opaque leaf: a tensorized block whose body is the
+            # intrinsic's implementation (calls, several stores).
+            self.step_count += 1
+            self.leaf_block(br, blk, None)
         else:
             if blk.init is not None:
                 self.stmt(blk.init)
             self.stmt(body)
 
-    def leaf_block(self, br, blk):
+    def leaf_block(self, br, blk, store):
         loops = [lp for lp, _ in self.loop_stack]
         var_ids = [i for _, i in self.loop_stack]
         # block var -> compiled binding over loop vars
@@ -279,8 +355,8 @@ class _Walker:
         work = 1.0
         for lp in loops:
             work *= lp.extent
-        store = blk.body
-        ops = _count_ops(store.value)
+        ops = _count_ops(store.value) if store is not None else 0.0
+        fmas = _count_fma(store.value) if store is not None else 0.0
         vec, vec_level = 0, -1
         for j in range(len(loops) - 1, -1, -1):
             if loops[j].kind == "vectorized":
@@ -311,8 +387,13 @@ class _Walker:
             for d in shape:
                 nbytes *= d
             compiled.append((str(buf.name), str(buf.scope()), bits, is_write, nbytes, dims, shape, _strides(shape)))
+        per_point = _tensorized_work(compiled)
+        if per_point is not None:
+            # A tensorized block: one point runs a whole intrinsic.
+            ops, fmas, lanes_filled = per_point
+            vec = max(vec, lanes_filled)
         n_vars = self.n_vars
-        gathers, auto_vec = 0, 0
+        gathers = 0
         if vec_level >= 0:
             # Accesses that do not move contiguously (or stay put) along the
             # vector loop become gathers.
@@ -321,7 +402,10 @@ class _Walker:
                 if step is None or abs(step) > 1:
                     gathers += 1
         elif not self.gpu:
-            auto_vec = self._auto_vector(loops, var_ids, reduce_vars, reduce_level, compiled)
+            # What LLVM vectorizes depends on what is unrolled, known only
+            # once the loops around this block are closed.
+            self.pending.append((len(self.blocks), tuple(var_ids), frozenset(reduce_vars),
+                                 [(c[3], c[5], c[7]) for c in compiled], n_vars))
         chain = 1
         for j in range(reduce_level - 1, -1, -1):
             if loops[j].extent == 1:
@@ -356,51 +440,141 @@ class _Walker:
                         if lp.kind == "threadIdx":
                             inner = j + 1
                     self.region_local[region] = max(self.region_local.get(region, 0.0), a.footprint_bytes[inner])
-        store_bits = _bits(store.buffer.dtype)
+        store_bits = _bits(store.buffer.dtype) if store is not None else _bits(blk.writes[0].source.dtype)
         self.blocks.append(BlockSummary(
             name=str(blk.name_hint), region=region, loops=tuple(loops), work_points=work,
             useful_points=useful, ops_per_point=ops, vector_extent=vec, dtype_bits=store_bits,
             accesses=tuple(accesses), reduce_level=reduce_level, vector_gathers=gathers,
-            auto_vector_extent=auto_vec, chain_length=float(chain if reduce_level else 0)))
+            chain_length=float(chain if reduce_level else 0), fma_per_point=fmas))
+        self.block_vars.append(tuple(var_ids))
 
-    def _auto_vector(self, loops, var_ids, reduce_vars, reduce_level, compiled) -> int:
-        """Extent LLVM vectorizes by itself in a block with no vectorized loop.
+    def finish(self) -> None:
+        """Apply the unroll verdicts to every block's loops, then decide what
+        LLVM vectorizes in the blocks that have no vectorized loop."""
+        blocks = []
+        for b, var_ids in zip(self.blocks, self.block_vars):
+            flags = ["tvm" if self.unrolled.get(v, False) else "" for v in var_ids]
+            if not self.gpu:
+                _llvm_full_unroll(b, flags)
+            loops = tuple(Loop(lp.extent, lp.kind, u) for lp, u in zip(b.loops, flags))
+            blocks.append(dataclasses.replace(b, loops=loops))
+        for i, var_ids, reduce_vars, compiled, n_vars in self.pending:
+            b = blocks[i]
+            blocks[i] = dataclasses.replace(
+                b, auto_vector_extent=_auto_vector(b.loops, var_ids, reduce_vars, compiled, n_vars))
+        self.blocks = blocks
 
-        Candidates: the innermost loop of extent > 1 (LLVM's loop vectorizer)
-        and every loop inside the auto-unrolled tail of the nest that is also
-        inside the innermost reduction loop (the SLP vectorizer packs the
-        unrolled copies of independent accumulators; copies outside the
-        reduction loop are separated by its chain). A candidate is a serial or
-        unrolled non-reduction loop along which every read is contiguous or
-        invariant and every write contiguous. Returns the largest such
-        extent (0 if none).
-        """
-        depth = len(loops)
-        cands = []
-        for j in range(depth - 1, -1, -1):
-            if loops[j].extent > 1:
-                cands.append(j)
+
+def _has_block(stmt) -> bool:
+    """Whether ``stmt`` holds a nested block (so it is not an opaque leaf)."""
+    name = type(stmt).__name__
+    if name in ("SBlockRealize", "SBlock"):
+        return True
+    if name == "SeqStmt":
+        return any(_has_block(x) for x in stmt.seq)
+    if name == "IfThenElse":
+        return _has_block(stmt.then_case) or (stmt.else_case is not None and _has_block(stmt.else_case))
+    body = getattr(stmt, "body", None)
+    return body is not None and _has_block(body)
+
+
+def _tensorized_work(compiled) -> tuple[float, float, int] | None:
+    """``(ops, fmas, elements written)`` of one point of a tensorized block, or None.
+
+    A block of plain scalar code writes one element per point; a tensorized
+    block (its body an intrinsic) writes a whole tile. Its work is counted
+    from its regions: a GEMM-shaped intrinsic reading two operands of
+    ``M*K`` and ``K*N`` elements into ``M*N`` does
+    ``M*N*K = sqrt(MK * KN * MN)`` multiply-adds (2 operations each); any
+    other intrinsic one operation per element of its largest region.
+    """
+    def volume(dims) -> float:
+        v = 1.0
+        for _, ext in dims:
+            v *= ext if ext else 1
+        return v
+
+    writes = [(c[0], volume(c[5])) for c in compiled if c[3]]
+    written = max((v for _, v in writes), default=1.0)
+    if written <= 1:
+        return None
+    out_names = {n for n, _ in writes}
+    operands = [volume(c[5]) for c in compiled if not c[3] and c[0] not in out_names]
+    if len(operands) == 2:
+        macs = (operands[0] * operands[1] * written) ** 0.5
+        return 2.0 * macs, macs, int(written)
+    return max([written] + operands), 0.0, int(written)
+
+
+def _llvm_full_unroll(b: BlockSummary, flags: list) -> None:
+    """Mark the loops LLVM fully unrolls by itself (in place).
+
+    From the innermost loop TVM left rolled outward: a serial loop whose
+    trip count times the cost of its body (the unrolled copies inside it,
+    each ``ops + accesses + 1`` instructions) stays within
+    ``_LLVM_FULL_UNROLL_THRESHOLD`` is unrolled, and its body grows by its
+    trip count; the first loop that does not fit (or is not serial) stops it.
+    """
+    cost = float(b.ops_per_point + len(b.accesses) + 1)
+    for j in range(len(b.loops) - 1, -1, -1):
+        lp = b.loops[j]
+        if flags[j] or lp.extent == 1:
+            cost *= lp.extent
+            continue
+        if lp.kind != "serial" or lp.extent * cost > _LLVM_FULL_UNROLL_THRESHOLD:
+            return
+        flags[j] = "llvm"
+        cost *= lp.extent
+
+
+def _auto_vector(loops, var_ids, reduce_vars, compiled, n_vars) -> int:
+    """Extent LLVM vectorizes by itself in a block with no vectorized loop.
+
+    Candidates, after TVM and LLVM have unrolled the innermost loops:
+
+    * the innermost loop of extent > 1 (unrolled or not);
+    * the unrolled loops inside the innermost reduction loop: LLVM's SLP
+      vectorizer packs their copies, which are independent accumulators
+      (copies outside the reduction loop are separated by its dependent
+      updates, and in a large unrolled body SLP then only builds vectors
+      lane by lane);
+    * the innermost loop left rolled when every unrolled loop inside it is a
+      reduction (e.g. a channel loop outside fully unrolled filter taps):
+      LLVM's loop vectorizer sees it as the innermost loop.
+
+    A candidate must be a serial or unrolled loop over a non-reduction axis
+    (a float reduction is not reassociated without fast-math) along which
+    every read is contiguous or invariant and every write contiguous.
+    Returns the largest such extent (0 if none).
+    """
+    depth = len(loops)
+    reduce_level = 0
+    for j in range(depth):
+        if var_ids[j] in reduce_vars and loops[j].extent > 1:
+            reduce_level = j + 1
+    cands = []
+    for j in range(depth - 1, -1, -1):
+        if loops[j].extent > 1:
+            cands.append(j)
+            break
+    cands += [j for j in range(reduce_level, depth) if loops[j].unrolled and loops[j].extent > 1]
+    for j in range(depth - 1, -1, -1):
+        if loops[j].extent > 1 and not loops[j].unrolled:
+            cands.append(j)  # the innermost rolled loop
+            break
+    best = 0
+    for j in cands:
+        if loops[j].kind not in ("serial", "unrolled") or var_ids[j] in reduce_vars or loops[j].extent <= best:
+            continue
+        ok = True
+        for is_write, dims, strides in compiled:
+            step = _stride_along(dims, strides, n_vars, var_ids[j], loops[j].extent)
+            if step is None or abs(step) > 1 or (is_write and step == 0):
+                ok = False
                 break
-        steps = 1
-        for j in range(depth - 1, -1, -1):
-            steps *= loops[j].extent
-            if steps > max(1, self.cur_unroll) or j < reduce_level:
-                break
-            if j not in cands and loops[j].extent > 1:
-                cands.append(j)
-        best = 0
-        for j in cands:
-            if loops[j].kind not in ("serial", "unrolled") or var_ids[j] in reduce_vars or loops[j].extent <= best:
-                continue
-            ok = True
-            for _, _, _, is_write, _, dims, _, strides in compiled:
-                step = _stride_along(dims, strides, self.n_vars, var_ids[j], loops[j].extent)
-                if step is None or abs(step) > 1 or (is_write and step == 0):
-                    ok = False
-                    break
-            if ok:
-                best = loops[j].extent
-        return best
+        if ok:
+            best = loops[j].extent
+    return best
 
 
 def _shared_allocations(w: _Walker) -> None:
@@ -461,6 +635,7 @@ def summarize(mod, target_kind: str = "cpu") -> ProgramSummary:
     gpu = target_kind == "gpu"
     w = _Walker(gpu)
     w.stmt(func.body)
+    w.finish()
     if gpu and w.blocks and w.next_region == 0:
         raise SummaryError(
             "CUDA schedule without thread bindings: no loop is bound to blockIdx, so it is not a "
