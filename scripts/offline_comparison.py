@@ -72,10 +72,12 @@ def code_key() -> str:
 # ------------------------------------------------------------------ workers
 _TASKS: list = []
 _EXTRACTOR = None
+_PRETRAINED = None  # None, or "shipped" (hybrid starts from the shipped residual)
 
 
-def _init_worker(logs: list[str]) -> None:
-    global _TASKS, _EXTRACTOR
+def _init_worker(logs: list[str], pretrained: str | None = None) -> None:
+    global _TASKS, _EXTRACTOR, _PRETRAINED
+    _PRETRAINED = pretrained
     warnings.simplefilter("ignore")
     from tvm_latmodel.model.features import shared_extractor
     from tvm_latmodel.replay import load_tasks
@@ -90,7 +92,7 @@ def run_one(tasks, task, model: str, shots: int, transfer: bool, seed: int) -> d
 
     ev = ReplayEvaluator(shots=shots, transfer=transfer, seed=seed)
     t0 = time.time()
-    rep = ev.evaluate(tasks, lambda t: make_model(model, seed=seed, target=t.target, pretrained=None,
+    rep = ev.evaluate(tasks, lambda t: make_model(model, seed=seed, target=t.target, pretrained=_PRETRAINED,
                                                   extractor=_EXTRACTOR),
                       model_name=model, only=[task.name])
     (metrics,) = rep.to_dict()["tasks"]
@@ -249,6 +251,9 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: every core)")
     ap.add_argument("--out", default="benchmarks/offline")
     ap.add_argument("--cache", default=None, help="per-result JSON cache (default OUT/cache)")
+    ap.add_argument("--pretrained", choices=("none", "shipped"), default="none",
+                    help="hybrid's residual to start from: none (default; the shipped one was trained on the "
+                         "development logs) or shipped (for logs it was not trained on: held-out checks)")
     ap.add_argument("--cache-key", default=None,
                     help="reuse the results of this code key (knowingly: after a change that cannot "
                          "affect them); default: the hash of the current code")
@@ -261,7 +266,11 @@ def main() -> int:
     t_start = time.time()
     models = tuple(args.models)
     names = sorted({d.name for p in args.logs for d in find_databases(p)})
-    cache = os.path.join(args.cache or os.path.join(args.out, "cache"), args.cache_key or code_key())
+    pretrained = None if args.pretrained == "none" else "shipped"
+    key = args.cache_key or code_key()
+    if pretrained and not args.cache_key:
+        key += "-shipped"
+    cache = os.path.join(args.cache or os.path.join(args.out, "cache"), key)
     os.makedirs(cache, exist_ok=True)
     settings = [(s, False) for s in args.shots] + ([] if args.no_transfer else [(0, True)])
     results: dict = {}
@@ -283,7 +292,7 @@ def main() -> int:
     if todo:
         bar = tqdm(total=n_jobs, desc="replay", unit="result", file=sys.stderr)
         with ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(todo))), initializer=_init_worker,
-                                 initargs=(list(args.logs),)) as pool:
+                                 initargs=(list(args.logs), pretrained)) as pool:
             futures = {pool.submit(_run_task, unit[1], jobs, cache): unit for unit, jobs in todo.items()}
             for fut in as_completed(futures):
                 for r in fut.result():
