@@ -18,6 +18,7 @@ _SUBCOMMAND_MODULES = [
     "tvm_latmodel.cli.gpu",
     "tvm_latmodel.cli.replay",
     "tvm_latmodel.cli.fusion",
+    "tvm_latmodel.cli.tune_network",
 ]
 
 

@@ -1,0 +1,356 @@
+"""``tune-network``: the gain scheduler's choice, plan application, the cost-model guard, end to end.
+
+Kept small for a loaded 2-core machine: the scheduler is checked on hand-made
+numbers and inside a real MetaSchedule loop with a dummy builder and runner
+(no compilation); one end-to-end run tunes a 6-kernel toy network (two
+encoders, concat fusion, a linear head) for 2 trials in one builder round.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import warnings
+
+import numpy as np
+import pytest
+import tvm
+from tvm import te
+from tvm.ir.utils import derived_object
+from tvm.relax.frontend import nn
+from tvm.relax.frontend.nn import op
+from tvm.s_tir import meta_schedule as ms
+
+import tvm_latmodel.fusion as fusion_module
+import tvm_latmodel.networks as networks_module
+from tvm_latmodel.cli.main import main
+from tvm_latmodel.cli.tune_network import SUMMARY_LABELS, print_summary
+from tvm_latmodel.fusion import FusionFallbackWarning
+from tvm_latmodel.networks import build_and_run, make_network
+from tvm_latmodel.networks.inputs import InputSpec
+from tvm_latmodel.networks.layers import global_avg_pool
+from tvm_latmodel.networks.stages import StageModule
+from tvm_latmodel.networks.tune import GuardedCostModel, NetworkTuneResult, distinct_workloads, prepare_network
+from tvm_latmodel.scheduler import GainScheduler, make_scheduler, pick_task, remaining_gain, warmup_order
+from tvm_latmodel.targets import host_target
+
+
+# --- a toy network: 6 kernels, 4 workloads, all three stages ---------------------------
+
+
+class _Encoder(StageModule):
+    def __init__(self):
+        super().__init__("encoder")
+        self.conv = nn.Conv2D(1, 4, 3, padding=1)
+
+    def forward(self, x):
+        return global_avg_pool(op.relu(self.conv(x)))
+
+
+class _Fusion(StageModule):
+    def __init__(self):
+        super().__init__("fusion")
+
+    def forward(self, a, b):
+        return op.concat([a, b], dim=1)
+
+
+class _Head(StageModule):
+    def __init__(self):
+        super().__init__("head")
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class ToyNet(nn.Module):
+    """Two conv encoders (same workload: one task of weight 2), concat fusion, a linear head."""
+
+    def __init__(self):
+        self.left, self.right = _Encoder(), _Encoder()
+        self.fusion, self.head = _Fusion(), _Head()
+        self.inputs = [InputSpec("a", (1, 1, 8, 8)), InputSpec("b", (1, 1, 8, 8))]
+
+    def forward(self, a, b):
+        return self.head(self.fusion(self.left(a), self.right(b)))
+
+
+@pytest.fixture
+def toy_registered(monkeypatch):
+    monkeypatch.setitem(networks_module.NETWORKS, "toy", ToyNet)
+    return "toy"
+
+
+# --- the choice function, on hand-made numbers -------------------------------------------
+
+
+US = 1e-6
+
+
+def test_trials_go_to_the_largest_weight_times_gap():
+    # gaps 80, 30, 5 us; weights 1, 4, 2 -> weighted 80, 120, 10: task 1, not the largest gap
+    weights = [1, 4, 2]
+    best = [100 * US, 50 * US, 50 * US]
+    lower = [20 * US, 20 * US, 45 * US]
+    roofline = [1 * US] * 3
+    assert pick_task(weights, best, lower, roofline, [True] * 3) == 1
+    assert remaining_gain(4, 50 * US, 20 * US, 1 * US)[0] == pytest.approx(120 * US)
+    # the same numbers with weights 1: the largest gap wins
+    assert pick_task([1, 1, 1], best, lower, roofline, [True] * 3) == 0
+    # finished tasks are skipped; nothing alive ends tuning
+    assert pick_task(weights, best, lower, roofline, [True, False, True]) == 0
+    assert pick_task(weights, best, lower, roofline, [False] * 3) == -1
+
+
+def test_a_task_that_beat_its_prediction_falls_back_to_the_roofline_gap():
+    # both measured below their predicted bound: gain 0, ties broken by weight x (best - roofline)
+    gain, tie = remaining_gain(2, 3 * US, 4 * US, 1 * US)
+    assert gain == 0.0 and tie == pytest.approx(4 * US)
+    assert pick_task([2, 1], [3 * US, 9 * US], [4 * US, 10 * US], [1 * US, 1 * US], [True, True]) == 1
+    # no prediction: the roofline bound is the lower bound
+    assert remaining_gain(1, 10 * US, None, 2 * US) == pytest.approx((8 * US, 8 * US))
+    # a task with no valid measurement comes last
+    assert remaining_gain(5, None, 1 * US, 1 * US) == (-math.inf, -math.inf)
+    assert pick_task([5, 1], [None, 2 * US], [1 * US, 1 * US], [1 * US, 1 * US], [True, True]) == 1
+
+
+def test_warm_up_goes_largest_expected_cost_first():
+    assert warmup_order([1, 4, 1, 2], [5 * US, 2 * US, 1 * US, None]) == [1, 0, 2, 3]
+
+
+def test_make_scheduler_names():
+    assert isinstance(make_scheduler("gradient"), ms.task_scheduler.GradientBased)
+    assert isinstance(make_scheduler("round-robin"), ms.task_scheduler.RoundRobin)
+    with pytest.raises(ValueError, match="known: gain, gradient, round-robin"):
+        make_scheduler("fastest")
+
+
+# --- the scheduler inside MetaSchedule's loop (dummy builder and runner) -----------------
+
+
+def _matmul(n: int) -> tvm.IRModule:
+    a = te.placeholder((n, n), name="A")
+    b = te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), name="k")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")})
+
+
+#: matrix size -> (measured latency, predicted lower bound, weight)
+_FAKE = {8: (10 * US, 2 * US, 1.0), 16: (30 * US, 25 * US, 4.0), 24: (50 * US, 10 * US, 1.0)}
+
+
+@derived_object
+class _ShapeBuilder(ms.builder.PyBuilder):
+    """Builds nothing: the artifact path names the matrix size."""
+
+    def build(self, build_inputs):
+        out = []
+        for build_input in build_inputs:
+            size = int(ms.arg_info.ArgInfo.from_prim_func(build_input.mod["main"])[0].shape[0])
+            out.append(ms.builder.BuilderResult(str(size), None))
+        return out
+
+
+@derived_object
+class _ShapeRunner(ms.runner.PyRunner):
+    """Returns the fake latency of the matrix size at once."""
+
+    def run(self, runner_inputs):
+        out = []
+        for runner_input in runner_inputs:
+            latency = _FAKE[int(runner_input.artifact_path)][0]
+            result = ms.runner.RunnerResult([latency], None)
+            out.append(ms.runner.RunnerFuture(f_done=lambda: True, f_result=lambda r=result: r))
+        return out
+
+
+def test_gain_scheduler_in_a_metaschedule_loop(tmp_path):
+    target = tvm.target.Target({"kind": "llvm", "num-cores": 1})
+    sizes = [8, 16, 24]
+    contexts = [ms.TuneContext(_matmul(n), target=target, space_generator="post-order-apply",
+                               search_strategy=ms.search_strategy.ReplayTrace(), task_name=f"mm{n}",
+                               rand_state=1, num_threads=1).clone() for n in sizes]
+    by_name = {f"mm{n}": n for n in sizes}
+
+    def bounds(name, _mod, _target):
+        return _FAKE[by_name[name]][1], 1 * US
+
+    lines = []
+    scheduler = GainScheduler(bound_fn=bounds, max_trials_per_task=2, progress=lines.append)
+    ms.tune_tasks(tasks=contexts, task_weights=[_FAKE[n][2] for n in sizes], work_dir=str(tmp_path),
+                  max_trials_global=7, max_trials_per_task=2, num_trials_per_iter=1,
+                  builder=_ShapeBuilder(), runner=_ShapeRunner(), database=ms.database.MemoryDatabase(),
+                  cost_model=ms.cost_model.RandomModel(), measure_callbacks=[], task_scheduler=scheduler)
+    picks = [i for i, _ in scheduler.history_]
+    reasons = [why for _, why in scheduler.history_]
+    # warm-up by weight x lower bound: mm16 (4 x 25), mm24 (10), mm8 (2); then by weight x gap:
+    # mm24 1 x 40 us, mm16 4 x 5 = 20 us, mm8 1 x 8 us -> mm24 until its 2 trials are spent, then mm16
+    assert reasons[:3] == ["warm-up"] * 3
+    assert picks[:3] == [1, 2, 0]
+    assert picks[3] == 2
+    assert 2 not in picks[4:] and picks[4] == 1
+    assert scheduler.best_s_[2] == pytest.approx(50 * US)
+    assert any("predicted gain 40.0 us" in line for line in lines)
+
+
+# --- the cost-model guard ---------------------------------------------------------------
+
+
+class _Broken:
+    def predict(self, context, candidates):
+        raise RuntimeError("no prediction today")
+
+    def update(self, context, candidates, results):
+        raise RuntimeError("no learning today")
+
+
+def test_a_failing_cost_model_degrades_to_random_scores():
+    from tvm_latmodel.sampling import make_context, sample_schedules
+
+    target = tvm.target.Target({"kind": "llvm", "num-cores": 1})
+    mod = _matmul(8)
+    context = make_context(mod, target)
+    candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_prim_func(s.mod["main"]))
+                  for s in sample_schedules(mod, target, 3, context=context)]
+    messages = []
+    guarded = GuardedCostModel(_Broken(), seed=3, warn=messages.append)
+    scores = guarded.predict(context, candidates)  # through MetaSchedule's C++ entry point
+    assert scores.shape == (3,) and np.all((scores >= 0) & (scores <= 1))
+    guarded.predict(context, candidates[:2])
+    results = [ms.runner.RunnerResult([1e-6], None) for _ in candidates]
+    guarded.update(context, candidates, results)
+    assert guarded.failures_ == {"predict": 2, "update": 1}
+    assert len(messages) == 2 and "scoring candidates at random" in messages[0]
+
+
+# --- plan application -------------------------------------------------------------------
+
+
+def _toy():
+    return make_network("toy", ToyNet(), {})
+
+
+def test_predicted_plan_fuses_concat_linear_and_keeps_stages_and_numbers():
+    target = host_target()
+    network = _toy()
+    prepared = prepare_network(network, plan="predicted", target=target, samples=1,
+                               decisions={"concat_linear0:lv2..gv": "fuse"})
+    assert prepared.fused_groups == ["concat_linear0:lv2..gv"]
+    assert len(prepared.default.kernels) == 6 and len(prepared.chosen.kernels) == 5
+    fused = prepared.chosen.kernels[-1]
+    members = prepared.default.kernels[-2:]  # concat (its reshapes fused in: encoder, fusion), linear
+    assert fused.stage == "head"
+    assert set(fused.stages) == {s for k in members for s in k.stages} >= {"fusion", "head"}
+    stages = {t.stage for t in prepared.tasks}
+    assert stages == {"encoder", "head"}
+    assert sum(t.weight for t in prepared.tasks) == 5
+    workloads = distinct_workloads(prepared.tasks)
+    assert sorted(w.weight for w in workloads) == [1, 2, 2]
+    inputs = network.make_inputs(seed=0)
+    reference, _ = build_and_run(prepared.default, inputs=inputs, repeat=0)
+    output, _ = build_and_run(prepared.chosen, inputs=inputs, repeat=0)
+    np.testing.assert_allclose(output, reference, rtol=1e-5, atol=1e-5)
+
+
+def test_a_fused_group_that_fails_to_build_falls_back_with_a_warning(monkeypatch):
+    def broken(mod, target):
+        raise RuntimeError("LLVM says no")
+
+    monkeypatch.setattr(fusion_module, "build_check", broken)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FusionFallbackWarning)
+        prepared = prepare_network(_toy(), plan="predicted", samples=1,
+                                   decisions={"concat_linear0:lv2..gv": "fuse"})
+    assert prepared.fused_groups == [] and prepared.chosen is prepared.default
+    messages = [str(w.message) for w in caught if issubclass(w.category, FusionFallbackWarning)]
+    assert any("concat_linear0:lv2..gv fell back to its split form" in m and "LLVM says no" in m
+               for m in messages)
+
+
+def test_unknown_group_in_decisions_is_a_clear_error():
+    with pytest.raises(ValueError, match="no pattern group named"):
+        prepare_network(_toy(), plan="predicted", samples=1, decisions={"nothing": "fuse"})
+
+
+# --- the command ------------------------------------------------------------------------
+
+
+def test_unknown_network_exits_2_listing_known(capsys):
+    assert main(["tune-network", "lenet", "--trials", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown network 'lenet'" in err and "avmnist" in err and "resnet18" in err
+
+
+def test_trials_below_one_exits_2(capsys):
+    assert main(["tune-network", "avmnist", "--trials", "0"]) == 2
+    assert "--trials must be >= 1" in capsys.readouterr().err
+
+
+def test_a_plan_that_fails_exits_2_with_a_message(toy_registered, monkeypatch, tmp_path, capsys):
+    def broken(self, network):
+        raise RuntimeError("the planner fell over")
+
+    monkeypatch.setattr(fusion_module.FusionPlanner, "plan", broken)
+    code = main(["tune-network", toy_registered, "--trials", "2", "--plan", "predicted",
+                 "--work-dir", str(tmp_path), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert "the fusion planner failed on toy: RuntimeError: the planner fell over" in err
+
+
+JSON_FIELDS = {
+    "network": str, "plan": str, "cost_model": str, "scheduler": str, "trials": int,
+    "tuning_seconds": float, "latency_us": float, "untuned_latency_us": float, "stages": dict,
+    "kernels": int, "database": str, "max_abs_error": float,
+}
+
+
+def test_tune_network_end_to_end_json(toy_registered, tmp_path, capsys):
+    work_dir = str(tmp_path / "db")
+    code = main(["tune-network", toy_registered, "--trials", "2", "--trials-per-iter", "2", "--samples", "1",
+                 "--repeat", "3", "--population", "32", "--work-dir", work_dir, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err[-3000:]
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == 1, out  # exactly one JSON object on stdout
+    result = json.loads(lines[0])
+    for name, kind in JSON_FIELDS.items():
+        assert isinstance(result[name], kind), (name, result[name])
+    assert (result["network"], result["plan"], result["cost_model"], result["scheduler"]) == \
+        ("toy", "default", "hybrid", "gain")
+    assert result["trials"] == 2 and result["trials_measured"] >= 1
+    assert result["kernels"] == 6
+    assert result["latency_us"] > 0 and result["untuned_latency_us"] > 0 and result["tuning_seconds"] > 0
+    assert set(result["stages"]) == {"encoder", "fusion", "head"}
+    assert all(us > 0 for us in result["stages"].values())
+    assert result["output_matches"] is True and result["max_abs_error"] < 1e-3
+    # stage latency = sum over tasks of calls x the latency of what runs
+    by_stage = {}
+    for task in result["tasks"]:
+        for stage, calls in task["calls"].items():
+            by_stage[stage] = by_stage.get(stage, 0.0) + calls * task["latency_us"]
+    assert by_stage == pytest.approx(result["stages"])
+    # the tuned build's kernels were found in the database under the keys tuning wrote
+    assert result["database_hits"] >= 1
+    assert os.path.samefile(result["database"], work_dir)
+    assert os.path.getsize(os.path.join(work_dir, "database_tuning_record.json")) > 0
+    # per workload the faster of its best schedule and the untuned loop nest runs (timed here, alike)
+    assert any(t["tuned_us"] is not None for t in result["tasks"])
+    for task in result["tasks"]:
+        if task["source"] == "tuned":
+            assert task["latency_us"] == task["tuned_us"] and task["tuned_retimed_us"] <= task["untuned_us"]
+        else:
+            assert task["source"] == "untuned" and task["latency_us"] == task["untuned_us"] > 0
+            assert task["tuned_retimed_us"] is None or task["untuned_us"] < task["tuned_retimed_us"]
+    assert set(result["stages_retimed"]) == set(result["stages"])
+    assert "[scheduler] task #" in err and "warm-up" in err
+    # the human summary: short, every line labelled
+    text = io.StringIO()
+    print_summary(NetworkTuneResult(**result), file=text)
+    summary = text.getvalue().splitlines()
+    assert len(summary) == len(SUMMARY_LABELS)
+    assert all(line.startswith(label) for line, label in zip(summary, SUMMARY_LABELS))
