@@ -2,11 +2,13 @@
 
 :func:`tune_network` is ``tvm-latmodel tune-network``:
 
-1. **plan** (:func:`prepare_network`): TVM's default groups, or the
-   :class:`~tvm_latmodel.fusion.FusionPlanner`'s decisions applied with
-   :func:`~tvm_latmodel.fusion.apply_plan`. A fused group that does not build
-   (or apply) falls back to its split form with a ``FusionFallbackWarning``.
-2. **tune** one task per distinct workload (weight: its calls) with
+1. **plan** (:func:`~tvm_latmodel.fusion.prepare.prepare_network`): TVM's
+   default groups, or the :class:`~tvm_latmodel.fusion.FusionPlanner`'s
+   decisions applied with :func:`~tvm_latmodel.fusion.apply_plan`. A fused
+   group that does not build (or apply) falls back to its split form with a
+   ``FusionFallbackWarning``.
+2. **tune** one task per distinct workload (weight: its calls;
+   :func:`~tvm_latmodel.networks.kernels.distinct_workloads`) with
    ``ms.tune_tasks``, the cost model wrapped in :class:`GuardedCostModel` (a
    failing model degrades to random scores, never stops the search) and a
    task scheduler (:mod:`tvm_latmodel.scheduler`). Reshape-only kernels
@@ -16,11 +18,17 @@
    ``compile_relax`` re-runs ``FuseOps`` on what it is given, which can
    regroup kernels (a planned partition is not TVM's), so the kernels that
    ran would not be the tasks tuned. Per workload the faster of its best
-   record and TVM's untuned loop nest runs (:func:`choose_kernels`).
+   record and TVM's untuned loop nest runs
+   (:func:`~tvm_latmodel.networks.kernels.choose_kernels`).
 4. **run** and **check** the output against the untuned build of TVM's
    default partition.
 5. **per stage**: each workload's measured latency (what runs) times its
    calls in each stage, summed by stage.
+
+``prepare_network``, ``PreparedNetwork``, ``PLANS`` (from
+:mod:`tvm_latmodel.fusion.prepare`) and ``Workload``, ``distinct_workloads``,
+``time_kernel_s``, ``KernelChoice``, ``choose_kernels`` (from
+:mod:`tvm_latmodel.networks.kernels`) stay importable from here.
 """
 
 from __future__ import annotations
@@ -28,29 +36,50 @@ from __future__ import annotations
 import math
 import os
 import time
-import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import tvm
-import tvm_ffi
 from tvm import relax
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
+from ..fusion.prepare import PLANS, PreparedNetwork, prepare_network
+from .kernels import KernelChoice, Workload, choose_kernels, distinct_workloads, time_kernel_s
 from .network import Network
-from .pipeline import FusedNetwork, Kernel, StageTask, build_and_run, extract_stage_tasks, fuse_network
+from .pipeline import FusedNetwork, build_and_run
 from .stages import STAGES
 
-#: ``--plan`` values.
-PLANS = ("default", "predicted")
+__all__ = [
+    "ATOL",
+    "PLANS",
+    "RTOL",
+    "GuardedCostModel",
+    "KernelChoice",
+    "NetworkTuneResult",
+    "PreparedNetwork",
+    "Workload",
+    "choose_kernels",
+    "default_work_dir",
+    "distinct_workloads",
+    "prepare_network",
+    "time_kernel_s",
+    "tune_network",
+]
 
 #: Output check: ``|tuned - untuned| <= ATOL * max(1, max|untuned|) + RTOL * |untuned|``.
 RTOL, ATOL = 1e-3, 1e-4
 
 
 def _say_nothing(_text: str) -> None:
+    """The default ``progress``: print nothing."""
     return None
+
+
+def _first_line(err: Exception) -> str:
+    """``TypeName: first line of the message``."""
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 # ------------------------------------------------------------ the cost model guard
@@ -113,324 +142,7 @@ class GuardedCostModel(ms.cost_model.PyCostModel):
             return self.rng_.uniform(0.0, 1.0, size=n)
 
 
-# ------------------------------------------------------------ the partition
-
-
-@dataclass
-class PreparedNetwork:
-    """A network's partition, ready to tune.
-
-    Attributes
-    ----------
-    default : FusedNetwork
-        TVM's default fusion (the untuned reference).
-    chosen : FusedNetwork
-        The partition to tune: ``default``, or the plan applied.
-    plan : str
-        ``default`` or ``predicted``.
-    tasks : list of StageTask
-        ``extract_stage_tasks(chosen)``.
-    fused_groups : list of str
-        Names of the planner's groups fused into one kernel.
-    fusion_plan : FusionPlan or None
-        The planner's plan (``predicted`` only).
-    notes : list of str
-        Fallbacks and other remarks.
-    """
-
-    default: FusedNetwork
-    chosen: FusedNetwork
-    plan: str
-    tasks: list[StageTask]
-    fused_groups: list[str] = field(default_factory=list)
-    fusion_plan: object = None
-    notes: list[str] = field(default_factory=list)
-
-
-def _label_kernels(default: FusedNetwork, groups, module: tvm.IRModule) -> tuple[Kernel, ...]:
-    """Stages of the kernels of a planned module: default kernels keep theirs, a fused
-    group takes its anchor's (``group.stage``) and spans its members' stages.
-
-    Walks the new kernels in order against the default kernels outside every
-    fused group (same PrimFunc names, same order); the others are the fused
-    groups, recognised by FuseTIR's name (``fused_`` + members) or, failing
-    that, by the order of their last members.
-    """
-    from ..fusion import kernel_infos  # pylint: disable=import-outside-toplevel
-    from ..fusion.patterns import FusionError  # pylint: disable=import-outside-toplevel
-
-    grouped = {k.index for g in groups for k in g.match.kernels}
-    remaining = [k for k in default.kernels if k.index not in grouped]
-    pending = sorted(groups, key=lambda g: max(k.index for k in g.match.kernels))
-    by_index = {k.index: k for k in default.kernels}
-    out, r = [], 0
-    for info in kernel_infos(module):
-        if r < len(remaining) and info.prim_func == remaining[r].prim_func:
-            old = remaining[r]
-            out.append(Kernel(len(out), info.binding, info.prim_func, old.stage, old.stages))
-            r += 1
-            continue
-        if not pending:
-            raise FusionError(f"applying the plan left an unexpected kernel {info.prim_func}")
-        named = [g for g in pending
-                 if info.prim_func == "fused_" + "_".join(k.prim_func for k in g.match.kernels)]
-        group = named[0] if named else pending[0]
-        pending.remove(group)
-        spanned = {s for k in group.match.kernels for s in by_index[k.index].stages}
-        stage = group.stage or by_index[group.match.kernels[-1].index].stage
-        out.append(Kernel(len(out), info.binding, info.prim_func, stage,
-                          tuple(s for s in STAGES if s in spanned | {stage})))
-    if r != len(remaining) or pending:
-        raise FusionError("the planned module's kernels do not match the plan")
-    return tuple(out)
-
-
-def _fall_back(note: str, notes: list[str]) -> None:
-    from ..fusion import FusionFallbackWarning  # pylint: disable=import-outside-toplevel
-
-    warnings.warn(note, FusionFallbackWarning, stacklevel=3)
-    notes.append(note)
-
-
-def _first_line(err: Exception) -> str:
-    text = str(err).strip()
-    return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
-
-
-def _apply_buildable(plan, names: list[str], target, notes: list[str]) -> tuple[tvm.IRModule, list[str]]:
-    """Apply the ``names`` groups of ``plan``; one that does not build or apply stays split."""
-    from ..fusion import apply_plan, build_check, fuse_group  # pylint: disable=import-outside-toplevel
-
-    def apply(fused: list[str]) -> tvm.IRModule:
-        return apply_plan(plan, {g.name: "fuse" if g.name in fused else "split" for g in plan.decisions})
-
-    kept = []
-    for group in plan.decisions:
-        if group.name in names:
-            try:
-                build_check(fuse_group(plan.module, group.match), target)
-                kept.append(group.name)
-            except Exception as err:  # noqa: BLE001 - a group that fails falls back, never crashes
-                _fall_back(f"{group.name} fell back to its split form: {_first_line(err)}", notes)
-    try:
-        return apply(kept), kept
-    except Exception:  # noqa: BLE001 - find the groups that do not apply, one by one
-        names, kept = kept, []
-    for name in names:
-        try:
-            apply([*kept, name])
-            kept.append(name)
-        except Exception as err:  # noqa: BLE001
-            _fall_back(f"{name} fell back to its split form: it does not apply ({_first_line(err)})", notes)
-    return apply(kept), kept
-
-
-def prepare_network(network: Network, *, plan: str = "default", target=None, samples: int = 4,
-                    seed: int = 0, decisions: dict[str, str] | None = None, planner=None,
-                    progress=None) -> PreparedNetwork:
-    """Fuse a network and choose the partition to tune.
-
-    Parameters
-    ----------
-    network : Network
-    plan : {"default", "predicted"}
-        TVM's default groups, or the planner's decisions.
-    target : tvm.target.Target, optional
-        Defaults to the host.
-    samples, seed : int
-        The planner's schedules per PrimFunc, and seed.
-    decisions : dict of str to str, optional
-        Override the planner's decision of a group by name (``predicted`` only).
-    planner : FusionPlanner, optional
-        A planner to reuse (its prediction cache too).
-    progress : callable, optional
-        One line of progress text at a time.
-
-    Returns
-    -------
-    PreparedNetwork
-
-    Raises
-    ------
-    ValueError
-        Unknown ``plan`` or group name; :class:`~tvm_latmodel.fusion.FusionError`
-        (a ``ValueError``) when the planner cannot partition the network.
-    """
-    from ..fusion import FusionError, FusionPlanner  # pylint: disable=import-outside-toplevel
-    from ..targets import host_target  # pylint: disable=import-outside-toplevel
-
-    if plan not in PLANS:
-        raise ValueError(f"unknown plan {plan!r}; known: {', '.join(PLANS)}")
-    say = progress or _say_nothing
-    target = target or host_target()
-    default = fuse_network(network, target)
-    if plan == "default":
-        return PreparedNetwork(default=default, chosen=default, plan=plan, tasks=extract_stage_tasks(default))
-    planner = planner or FusionPlanner(target, samples=samples, seed=seed, progress=say)
-    try:
-        fusion_plan = planner.plan(default)
-    except Exception as err:  # a plan that fails is the user's clear error, not a traceback
-        raise FusionError(f"the fusion planner failed on {network.name}: {_first_line(err)}") from err
-    notes = list(fusion_plan.notes)
-    decisions = decisions or {}
-    unknown = sorted(set(decisions) - {g.name for g in fusion_plan.decisions})
-    if unknown:
-        raise ValueError(f"no pattern group named {unknown}; groups: {[g.name for g in fusion_plan.decisions]}")
-    wanted = [g.name for g in fusion_plan.decisions if decisions.get(g.name, g.decision) == "fuse"]
-    chosen, names = default, []
-    try:
-        module, names = _apply_buildable(fusion_plan, wanted, target, notes)
-        groups = [g for g in fusion_plan.decisions if g.name in names]
-        if groups:
-            chosen = FusedNetwork(network=network, target=target, module=module,
-                                  kernels=_label_kernels(default, groups, module))
-    except Exception as err:  # noqa: BLE001 - the default partition is always there
-        _fall_back(f"the plan could not be applied ({_first_line(err)}); tuning TVM's default partition", notes)
-        chosen, names = default, []
-    say(f"[tune-network] predicted plan: {len(names)} of {len(fusion_plan.decisions)} pattern groups fused, "
-        f"{len(chosen.kernels)} kernels (default: {len(default.kernels)})")
-    return PreparedNetwork(default=default, chosen=chosen, plan=plan, tasks=extract_stage_tasks(chosen),
-                           fused_groups=names, fusion_plan=fusion_plan, notes=notes)
-
-
-# ------------------------------------------------------------ tasks and times
-
-
-@dataclass
-class Workload:
-    """One distinct workload of a partition: what MetaSchedule tunes as one task."""
-
-    name: str
-    mod: tvm.IRModule
-    weight: int
-    reshape_only: bool
-    stage_tasks: list[StageTask]
-
-
-def distinct_workloads(tasks: list[StageTask]) -> list[Workload]:
-    """Stage tasks grouped by workload (structural equality), weights summed over stages."""
-    out: list[Workload] = []
-    for task in tasks:
-        for known in out:
-            if (task.workload_hash == int(tvm_ffi.structural_hash(known.mod))
-                    and tvm_ffi.structural_equal(known.mod, task.mod)):
-                known.weight += task.weight
-                known.stage_tasks.append(task)
-                break
-        else:
-            reshape = bool(relax.analysis.has_reshape_pattern(task.mod["main"]))
-            out.append(Workload(task.name, task.mod, task.weight, reshape, [task]))
-    return out
-
-
-def time_kernel_s(mod: tvm.IRModule, target, *, number: int = 3, repeat: int = 1,
-                  min_repeat_ms: int = 50) -> float:
-    """Latency of a ``{"main": PrimFunc}`` module (scheduled or not), built and timed here
-    with the runner's settings (:func:`tvm_latmodel.measure.local_runner`)."""
-    lib = tvm.compile(mod, target=target)
-    device = tvm.cpu()
-    rng = np.random.default_rng(0)
-    args = [tvm.runtime.tensor(rng.standard_normal([int(s) for s in info.shape]).astype(info.dtype)
-                               if "float" in info.dtype else np.zeros([int(s) for s in info.shape], info.dtype),
-                               device)
-            for info in ms.arg_info.ArgInfo.from_prim_func(mod["main"])]
-    timer = lib.mod.time_evaluator("main", device, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
-    return float(timer(*args).mean)
-
-
-@dataclass
-class KernelChoice:
-    """What runs for one workload, and its measured latencies (microseconds, one call).
-
-    Attributes
-    ----------
-    name : str
-        Task name.
-    weight : int
-        Calls per network run.
-    calls : dict of str to int
-        Calls per stage.
-    prim_funcs : tuple of str
-        The partition's PrimFuncs with this workload.
-    source : str
-        ``tuned`` (the database's best schedule), ``untuned`` (TVM's default
-        loop nest: nothing valid was measured, or it was faster) or ``view``
-        (reshape only: no kernel runs).
-    latency_us : float
-        What runs: the database's measurement when tuned, else the untuned time.
-    tuned_us : float or None
-        The database's best measurement (taken during tuning, while the
-        search of the next task shares the CPU).
-    tuned_retimed_us, untuned_us : float or None
-        The best schedule and the untuned loop nest, both timed here after
-        tuning, on an idle search: the fair pair that decides ``source``.
-    """
-
-    name: str
-    weight: int
-    calls: dict[str, int]
-    prim_funcs: tuple[str, ...]
-    source: str
-    latency_us: float
-    tuned_us: float | None
-    tuned_retimed_us: float | None
-    untuned_us: float | None
-
-    @property
-    def retimed_us(self) -> float:
-        """What runs, timed here after tuning (``latency_us`` when that failed)."""
-        value = {"tuned": self.tuned_retimed_us, "untuned": self.untuned_us, "view": 0.0}[self.source]
-        return self.latency_us if value is None else value
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-def choose_kernels(workloads: list[Workload], database, target, *, progress=None) -> list[KernelChoice]:
-    """Per workload: the database's best schedule, unless TVM's untuned loop nest is faster.
-
-    MetaSchedule's CPU design space always parallelizes; for a tiny kernel
-    the thread pool's wake-up costs more than the work, and a short search
-    may find nothing faster than the default serial loop nest. Both are timed
-    here, in the same conditions, and the faster one runs.
-    """
-    from ..latency import mean_latency_s  # pylint: disable=import-outside-toplevel
-
-    say = progress or _say_nothing
-
-    def timed_us(mod, what):
-        try:
-            return time_kernel_s(mod, target) * 1e6
-        except Exception as err:  # noqa: BLE001 - the other measurement still stands
-            say(f"[tune-network] could not time {what}: {_first_line(err)}")
-            return None
-
-    out = []
-    for workload in workloads:
-        calls: dict[str, int] = {}
-        for task in workload.stage_tasks:
-            calls[task.stage] = calls.get(task.stage, 0) + task.weight
-        prim_funcs = tuple(dict.fromkeys(p for t in workload.stage_tasks for p in t.prim_funcs))
-        tuned_us = tuned_retimed_us = untuned_us = None
-        if workload.reshape_only:
-            source, latency_us = "view", 0.0
-        else:
-            record = database.query_tuning_record(workload.mod, target, workload.name)
-            tuned_s = mean_latency_s(record.run_secs) if record is not None else None
-            if tuned_s is not None:
-                tuned_us = tuned_s * 1e6
-                schedule = database.query_schedule(workload.mod, target, workload.name)
-                tuned_retimed_us = timed_us(schedule.mod, f"{workload.name} tuned")
-            untuned_us = timed_us(workload.mod, f"{workload.name} untuned")
-            tuned_here = tuned_retimed_us if tuned_retimed_us is not None else tuned_us
-            if tuned_here is not None and (untuned_us is None or tuned_here <= untuned_us):
-                source, latency_us = "tuned", tuned_us
-            else:
-                source, latency_us = "untuned", untuned_us if untuned_us is not None else math.nan
-        out.append(KernelChoice(name=workload.name, weight=workload.weight, calls=calls, prim_funcs=prim_funcs,
-                                source=source, latency_us=latency_us, tuned_us=tuned_us, tuned_retimed_us=tuned_retimed_us,
-                                untuned_us=untuned_us))
-    return out
+# ------------------------------------------------------------ the database
 
 
 def _scheduled_names(module: tvm.IRModule) -> set[str]:
@@ -441,6 +153,7 @@ def _scheduled_names(module: tvm.IRModule) -> set[str]:
 
 
 def _count_records(work_dir: str) -> int:
+    """Tuning records in ``work_dir``'s database."""
     from ..tuning import read_records  # pylint: disable=import-outside-toplevel
 
     return len(read_records(work_dir))
@@ -458,7 +171,7 @@ class NetworkTuneResult:
     tolerance check), ``database_hits`` (PrimFuncs with a record),
     ``tuned_kernels`` (kernel calls running a tuned schedule), ``stages_retimed``
     (per stage again, every kernel that runs timed here after tuning), ``tasks``
-    (:class:`KernelChoice` per workload), ``fused_groups``, ``notes``, ``target``.
+    (:class:`~tvm_latmodel.networks.kernels.KernelChoice` per workload), ``fused_groups``, ``notes``, ``target``.
     """
 
     network: str
@@ -611,7 +324,8 @@ def tune_network(network: Network | str, *, trials: int, plan: str = "default", 
     pretrained : "shipped", path or None
         The hybrid model's starting residual.
     decisions : dict, optional
-        Planner decisions to override (see :func:`prepare_network`).
+        Planner decisions to override (see
+        :func:`~tvm_latmodel.fusion.prepare.prepare_network`).
     repeat : int
         Timed runs of the whole network (median).
     population : int, optional
