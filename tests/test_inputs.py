@@ -35,7 +35,6 @@ import pytest
 import tvm
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from tvm import te
 from tvm.s_tir import meta_schedule as ms
 
 from tvm_latmodel import replay as rp
@@ -49,6 +48,7 @@ from tvm_latmodel.model.cost_model import HybridCostModel
 from tvm_latmodel.sampling import make_context
 from tvm_latmodel.targets import cuda_target
 from tvm_latmodel.workloads import get_workload
+from toys import square_matmul
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 4}
@@ -195,12 +195,6 @@ def refused_or_read(read, *names):
 # ---------------------------------------------------------------------------
 
 
-def _matmul(n: int) -> tvm.IRModule:
-    a = te.placeholder((n, n), name="A")
-    b = te.placeholder((n, n), name="B")
-    k = te.reduce_axis((0, n), name="k")
-    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-    return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")})
 
 
 def _matmul_schedule(mod, fi: int, fj: int):
@@ -220,7 +214,7 @@ class ValidDatabase:
 
     def __init__(self, directory):
         os.makedirs(directory, exist_ok=True)
-        self.mod = _matmul(16)
+        self.mod = square_matmul(16)
         db = ms.database.JSONDatabase(work_dir=str(directory))
         workload = db.commit_workload(self.mod)
         args_info = ms.arg_info.ArgInfo.from_prim_func(self.mod["main"])

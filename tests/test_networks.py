@@ -31,8 +31,8 @@ from tvm_latmodel.networks import (
     make_network,
 )
 from tvm_latmodel.networks.inputs import InputSpec
-from tvm_latmodel.networks.layers import global_avg_pool
 from tvm_latmodel.targets import host_target
+from toys import ToyEncoder, ToyFusion, ToyHead
 
 NETWORKS = ["resnet18", "mobilenetv2", "avmnist", "mmimdb", "transfuser"]
 
@@ -181,36 +181,10 @@ def test_tensor_fusion_is_labelled():
 # --- the labelling machinery on a toy network ------------------------------------------
 
 
-class _Encoder(StageModule):
-    def __init__(self):
-        super().__init__("encoder")
-        self.conv = nn.Conv2D(1, 4, 3, padding=1)
-
-    def forward(self, x):
-        return global_avg_pool(op.relu(self.conv(x)))
-
-
-class _Fusion(StageModule):
-    def __init__(self):
-        super().__init__("fusion")
-
-    def forward(self, a, b):
-        return op.concat([a, b], dim=1)
-
-
-class _Head(StageModule):
-    def __init__(self):
-        super().__init__("head")
-        self.fc = nn.Linear(8, 3)
-
-    def forward(self, x):
-        return self.fc(x)
-
-
 class _Toy(nn.Module):
     def __init__(self, leak=False):
-        self.left, self.right = _Encoder(), _Encoder()
-        self.fusion, self.head = _Fusion(), _Head()
+        self.left, self.right = ToyEncoder(), ToyEncoder()
+        self.fusion, self.head = ToyFusion(), ToyHead()
         self.leak = leak
         self.inputs = [InputSpec("a", (1, 1, 8, 8)), InputSpec("b", (1, 1, 8, 8))]
 
@@ -243,7 +217,7 @@ class _Outer(StageModule):
 
     def __init__(self):
         super().__init__("encoder")
-        self.inner = _Fusion()
+        self.inner = ToyFusion()
 
     def forward(self, a, b):
         return op.relu(self.inner(op.relu(a), op.relu(b)))

@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 
 import tvm  # noqa: E402
-from tvm import te  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 from tvm_latmodel import replay as rp  # noqa: E402
 from tvm_latmodel.model.registry import make_model  # noqa: E402
 from tvm_latmodel.cli import replay as replay_commands  # noqa: E402
+from toys import square_matmul  # noqa: E402
 
 TARGET = {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 4}
 N_RECORDS = 14
@@ -39,12 +39,6 @@ FACTORS = [1, 2, 4, 8, 16]
 # ---------------------------------------------------------------------------
 
 
-def _matmul(n: int) -> tvm.IRModule:
-    a = te.placeholder((n, n), name="A")
-    b = te.placeholder((n, n), name="B")
-    k = te.reduce_axis((0, n), name="k")
-    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-    return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")})
 
 
 def _synthetic_latency_s(n: int, fi: int, fj: int, rng: np.random.Generator) -> float:
@@ -56,7 +50,7 @@ def _synthetic_latency_s(n: int, fi: int, fj: int, rng: np.random.Generator) -> 
 def _write_database(directory, n: int, count: int, seed: int) -> list[float]:
     """A MetaSchedule JSONDatabase of ``count`` hand-made schedules; returns latencies."""
     os.makedirs(directory, exist_ok=True)
-    mod = _matmul(n)
+    mod = square_matmul(n)
     db = ms.database.JSONDatabase(work_dir=str(directory))
     workload = db.commit_workload(mod)
     args_info = ms.arg_info.ArgInfo.from_prim_func(mod["main"])

@@ -17,10 +17,8 @@ import warnings
 import numpy as np
 import pytest
 import tvm
-from tvm import te
 from tvm.ir.utils import derived_object
 from tvm.relax.frontend import nn
-from tvm.relax.frontend.nn import op
 from tvm.s_tir import meta_schedule as ms
 
 import tvm_latmodel.fusion as fusion_module
@@ -30,48 +28,21 @@ from tvm_latmodel.cli.tune_network import SUMMARY_LABELS, print_summary
 from tvm_latmodel.fusion import FusionFallbackWarning
 from tvm_latmodel.networks import build_and_run, make_network
 from tvm_latmodel.networks.inputs import InputSpec
-from tvm_latmodel.networks.layers import global_avg_pool
-from tvm_latmodel.networks.stages import StageModule
 from tvm_latmodel.networks.tune import GuardedCostModel, NetworkTuneResult, distinct_workloads, prepare_network
 from tvm_latmodel.scheduler import GainScheduler, make_scheduler, pick_task, remaining_gain, warmup_order
 from tvm_latmodel.targets import host_target
+from toys import ToyEncoder, ToyFusion, ToyHead, square_matmul
 
 
 # --- a toy network: 6 kernels, 4 workloads, all three stages ---------------------------
-
-
-class _Encoder(StageModule):
-    def __init__(self):
-        super().__init__("encoder")
-        self.conv = nn.Conv2D(1, 4, 3, padding=1)
-
-    def forward(self, x):
-        return global_avg_pool(op.relu(self.conv(x)))
-
-
-class _Fusion(StageModule):
-    def __init__(self):
-        super().__init__("fusion")
-
-    def forward(self, a, b):
-        return op.concat([a, b], dim=1)
-
-
-class _Head(StageModule):
-    def __init__(self):
-        super().__init__("head")
-        self.fc = nn.Linear(8, 3)
-
-    def forward(self, x):
-        return self.fc(x)
 
 
 class ToyNet(nn.Module):
     """Two conv encoders (same workload: one task of weight 2), concat fusion, a linear head."""
 
     def __init__(self):
-        self.left, self.right = _Encoder(), _Encoder()
-        self.fusion, self.head = _Fusion(), _Head()
+        self.left, self.right = ToyEncoder(), ToyEncoder()
+        self.fusion, self.head = ToyFusion(), ToyHead()
         self.inputs = [InputSpec("a", (1, 1, 8, 8)), InputSpec("b", (1, 1, 8, 8))]
 
     def forward(self, a, b):
@@ -131,12 +102,6 @@ def test_make_scheduler_names():
 # --- the scheduler inside MetaSchedule's loop (dummy builder and runner) -----------------
 
 
-def _matmul(n: int) -> tvm.IRModule:
-    a = te.placeholder((n, n), name="A")
-    b = te.placeholder((n, n), name="B")
-    k = te.reduce_axis((0, n), name="k")
-    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-    return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")})
 
 
 #: matrix size -> (measured latency, predicted lower bound, weight)
@@ -171,7 +136,7 @@ class _ShapeRunner(ms.runner.PyRunner):
 def test_gain_scheduler_in_a_metaschedule_loop(tmp_path):
     target = tvm.target.Target({"kind": "llvm", "num-cores": 1})
     sizes = [8, 16, 24]
-    contexts = [ms.TuneContext(_matmul(n), target=target, space_generator="post-order-apply",
+    contexts = [ms.TuneContext(square_matmul(n), target=target, space_generator="post-order-apply",
                                search_strategy=ms.search_strategy.ReplayTrace(), task_name=f"mm{n}",
                                rand_state=1, num_threads=1).clone() for n in sizes]
     by_name = {f"mm{n}": n for n in sizes}
@@ -212,7 +177,7 @@ def test_a_failing_cost_model_degrades_to_random_scores():
     from tvm_latmodel.sampling import make_context, sample_schedules
 
     target = tvm.target.Target({"kind": "llvm", "num-cores": 1})
-    mod = _matmul(8)
+    mod = square_matmul(8)
     context = make_context(mod, target)
     candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_prim_func(s.mod["main"]))
                   for s in sample_schedules(mod, target, 3, context=context)]
