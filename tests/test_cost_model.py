@@ -314,3 +314,58 @@ def test_per_task_evidence_weights(task):
     m.predict(ctx, cands[:2])
     own = 16 / 32
     assert m.residual_weight(key) == pytest.approx(own + (1 - own) * 0.5)
+
+
+def test_background_feature_extraction_matches_the_extractor_and_the_sequential_path(task):
+    """predict extracts TVM's features in a thread while the analytical model
+    runs: same rows as the synchronous extractor, cache filled and counted
+    in the calling thread, and the same scores as the sequential path
+    (predict_latency_s) on a fresh cache."""
+    from tvm_latmodel.model import cost_model as cm
+    from tvm_latmodel.model.features import CachedPerStoreFeature
+
+    ctx, cands = task
+    a, b = CachedPerStoreFeature(), CachedPerStoreFeature()
+    pending = a.features_async(ctx, cands)
+    sync = b.features(ctx, cands)
+    got = pending.result()
+    assert len(got) == len(cands) and all(np.array_equal(x, y) for x, y in zip(got, sync))
+    assert (a.misses_, a.hits_, len(a.cache_)) == (len(cands), 0, len(cands))
+    again = a.features_async(ctx, cands).result()  # all cached: no thread
+    assert a.hits_ == len(cands) and all(x is y for x, y in zip(again, got))
+
+    def fresh_model():
+        # own residual on 8 candidates: predict then mixes cache hits and misses
+        m = HybridCostModel(pretrained=None, min_samples=4)
+        m._extractor = CachedPerStoreFeature()
+        m.update(ctx, cands[:8], [_result([1e-3 * (i + 1)]) for i in range(8)])
+        return m
+
+    saved = cm._ESTIMATES
+    try:
+        cm._ESTIMATES = cm.LRUCache(1000)
+        threaded = fresh_model().predict(ctx, cands)
+        cm._ESTIMATES = cm.LRUCache(1000)
+        m = fresh_model()
+        sequential = m._bound(ctx, m._analytical(ctx, cands)) / m.predict_latency_s(ctx, cands)
+    finally:
+        cm._ESTIMATES = saved
+    assert m._residual_active() and m.model_ is not None
+    np.testing.assert_array_equal(threaded, sequential)
+
+
+@pytest.mark.parametrize("objective", ["reg:squarederror", "reg:headweighted", "rank:pairwise", "rank:ndcg"])
+def test_residual_predict_is_the_booster_margin(objective):
+    """ResidualModel.predict (in-place prediction, no DMatrix) gives exactly
+    the booster's margin on a DMatrix, sign-flipped for the ranking objectives."""
+    import xgboost as xgb
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 7)).astype(np.float32)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    la = rng.normal(size=300)
+    lm = la + np.nan_to_num(X[:, 0]) * 0.3 + rng.normal(0, 0.1, 300)
+    m = ResidualModel(objective=objective, n_estimators=30).fit(X, la, lm, groups=np.arange(300) % 3)
+    ref = m.booster_.predict(xgb.DMatrix(X), output_margin=True).astype(np.float64)
+    np.testing.assert_array_equal(m.predict(X), -ref if objective.startswith("rank:") else ref)
+    assert m.predict(X[:0]).shape == (0,)

@@ -37,7 +37,7 @@ from .. import __version__
 from ..fileformat import ListOf, MapOf, read_versioned_json
 from ..hardware import HardwareSpec
 from ..latency import valid_latency
-from .features import PER_STORE_FEATURE_COLUMNS, CachedPerStoreFeature, LRUCache, candidate_key, shared_extractor
+from .features import PER_STORE_FEATURE_COLUMNS, CachedPerStoreFeature, LRUCache, candidate_keys, shared_extractor
 from .modes import estimate
 from .program import summarize
 from .residual import DEFAULT_OBJECTIVE, ResidualModel
@@ -186,14 +186,18 @@ class HybridCostModel(ms.cost_model.PyCostModel):
         mod = getattr(context, "mod", None) if context is not None else None
         return ms.utils.shash2hex(mod) if mod is not None else "(no module)"
 
-    def _analytical(self, context, candidates):
+    def _analytical(self, context, candidates, keys=None):
+        """Analytical estimate of each candidate (``keys``: their
+        :func:`~.features.candidate_keys` for the context's target, if known)."""
         target = self._target(context)
         hw = self._hardware(target)
         if self._hw_key is None:
             self._hw_key = json.dumps(hw.to_dict(), sort_keys=True, default=str)
+        if keys is None:
+            keys = candidate_keys(target, candidates)
         out = []
-        for c in candidates:
-            key = (self._hw_key, candidate_key(target, c))
+        for c, k in zip(candidates, keys):
+            key = (self._hw_key, k)
             est = _ESTIMATES.get(key)
             if est is None:
                 est = _ESTIMATES.put(key, estimate(summarize(c.sch.mod, hw.kind), hw))
@@ -213,14 +217,25 @@ class HybridCostModel(ms.cost_model.PyCostModel):
             self._extractor = shared_extractor()
         return self._extractor
 
-    def _features(self, context, candidates, ests) -> np.ndarray:
-        feature_context = context
+    def _feature_context_for(self, context):
         if getattr(context, "target", None) is None:
             # TVM's feature extractor needs a target: give it the one we use.
             if self._feature_context is None:
                 self._feature_context = ms.TuneContext(target=self._target(context))
-            feature_context = self._feature_context
-        feats = self._extractor_for().features(feature_context, candidates)
+            return self._feature_context
+        return context
+
+    def _start_features(self, context, candidates, keys=None):
+        """Start extracting the per-store features of ``candidates`` in a
+        background thread (:meth:`~.features.CachedPerStoreFeature.features_async`);
+        pass the result to :meth:`_features` as ``pending``."""
+        return self._extractor_for().features_async(self._feature_context_for(context), candidates, keys)
+
+    def _features(self, context, candidates, ests, pending=None) -> np.ndarray:
+        if pending is not None:
+            feats = pending.result()
+        else:
+            feats = self._extractor_for().features(self._feature_context_for(context), candidates)
         bound = self._bound(context, ests)
         rows = []
         for arr, e in zip(feats, ests):
@@ -284,9 +299,22 @@ class HybridCostModel(ms.cost_model.PyCostModel):
         n = len(candidates)
         if n == 0:
             return np.zeros(0)
+        pending = None
         try:
-            ests = self._analytical(context, candidates)
+            target = self._target(context)
+            self._hardware(target)  # loads the shipped residual, if any, before _residual_active
+            keys = candidate_keys(target, candidates)
+            if self._residual_active():
+                # TVM's C++ feature extraction (GIL released) runs while the
+                # analytical model summarises the candidates in Python.
+                try:
+                    pending = self._start_features(context, candidates, keys)
+                except Exception as err:  # noqa: BLE001
+                    pending = err
+            ests = self._analytical(context, candidates, keys)
         except Exception as err:  # noqa: BLE001 - tuning must go on
+            if pending is not None and not isinstance(pending, Exception):
+                pending.wait()
             self._warn_once("analytical", f"analytical model failed ({type(err).__name__}: {err}); "
                             "scoring candidates at random")
             return self._rng.uniform(0.0, 1.0, size=n)
@@ -294,7 +322,9 @@ class HybridCostModel(ms.cost_model.PyCostModel):
         log_lat = np.log(np.array([max(e.latency_s, 1e-12) for e in ests]))
         if self._residual_active():
             try:
-                X = self._features(context, candidates, ests)
+                if isinstance(pending, Exception):
+                    raise pending
+                X = self._features(context, candidates, ests, pending)
                 log_lat = log_lat + self._correction(X, self._task_key(context))
             except Exception as err:  # noqa: BLE001
                 self._warn_once("residual", f"residual model failed ({type(err).__name__}: {err}); "

@@ -9,6 +9,10 @@ and seed. :class:`CachedPerStoreFeature` is a MetaSchedule feature extractor
 ``PerStoreFeature`` returns, remembering it per (target, structural hash of
 the scheduled module). The cache is bounded (oldest entries go first) and
 can be saved and loaded as plain arrays (``.npz`` without pickle).
+:meth:`CachedPerStoreFeature.features_async` extracts in a background thread
+(TVM's extractor is C++ and releases the GIL), so that the hybrid model's
+Python analytical pass runs meanwhile; the cache is only read and written in
+the calling thread.
 """
 
 from __future__ import annotations
@@ -59,6 +63,39 @@ def candidate_key(target, candidate) -> tuple[str, int]:
     return (str(target), int(tvm_ffi.structural_hash(candidate.sch.mod)))
 
 
+def candidate_keys(target, candidates) -> list[tuple[str, int]]:
+    """:func:`candidate_key` of each candidate (the target printed once)."""
+    name = str(target)
+    return [(name, int(tvm_ffi.structural_hash(c.sch.mod))) for c in candidates]
+
+
+class PendingFeatures:
+    """Features being extracted in a background thread (see
+    :meth:`CachedPerStoreFeature.features_async`); :meth:`result` waits for
+    them, stores them in the cache and returns them in candidate order."""
+
+    def __init__(self, owner, keys, found, missing, thread=None, box=None):
+        self._owner, self._keys, self._found, self._missing = owner, keys, found, missing
+        self._thread, self._box = thread, box if box is not None else {"arrays": []}
+        self._done = False
+
+    def result(self) -> list[np.ndarray]:
+        """The feature rows of every candidate (re-raises an extraction error)."""
+        if not self._done:
+            self.wait()
+            if "error" in self._box:
+                raise self._box["error"]
+            self._owner._store(self._keys, self._found, self._missing, self._box.pop("arrays"))
+            self._done = True
+        return self._found
+
+    def wait(self) -> None:
+        """Wait for the extraction, ignoring its result and any error."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+
 @derived_object
 class CachedPerStoreFeature(ms.feature_extractor.PyFeatureExtractor):
     """``PerStoreFeature`` with a bounded cache keyed by :func:`candidate_key`.
@@ -77,18 +114,54 @@ class CachedPerStoreFeature(ms.feature_extractor.PyFeatureExtractor):
         self.hits_ = 0
         self.misses_ = 0
 
-    def features(self, context, candidates) -> list[np.ndarray]:
-        """Per-store feature rows of each candidate, as numpy arrays (as ``PerStoreFeature`` gives them)."""
-        keys = [candidate_key(context.target, c) for c in candidates]
-        found = {i: self.cache_.get(k) for i, k in enumerate(keys)}
-        missing = [i for i, f in found.items() if f is None]
-        if missing:
-            fresh = self._inner.extract_from(context, [candidates[i] for i in missing])
-            for i, f in zip(missing, fresh):
-                found[i] = self.cache_.put(keys[i], f.numpy())
+    def features(self, context, candidates, keys=None) -> list[np.ndarray]:
+        """Per-store feature rows of each candidate, as numpy arrays (as ``PerStoreFeature`` gives them).
+
+        ``keys``: the candidates' :func:`candidate_key` for ``context.target``, when already known.
+        """
+        keys, found, missing = self._lookup(context, candidates, keys)
+        arrays = self._extract(context, [candidates[i] for i in missing]) if missing else []
+        self._store(keys, found, missing, arrays)
+        return found
+
+    def features_async(self, context, candidates, keys=None) -> PendingFeatures:
+        """:meth:`features`, with the missing candidates extracted in a
+        background thread: TVM's extractor is C++ and releases the GIL, so
+        the caller can do Python work meanwhile. The cache is read now and
+        written by :meth:`PendingFeatures.result`, both in the calling thread."""
+        import threading
+
+        keys, found, missing = self._lookup(context, candidates, keys)
+        if not missing:
+            return PendingFeatures(self, keys, found, missing)
+        todo = [candidates[i] for i in missing]
+        box: dict = {}
+
+        def work():
+            try:
+                box["arrays"] = self._extract(context, todo)
+            except BaseException as err:  # noqa: BLE001 - re-raised by result()
+                box["error"] = err
+
+        thread = threading.Thread(target=work, name="CachedPerStoreFeature", daemon=True)
+        thread.start()
+        return PendingFeatures(self, keys, found, missing, thread, box)
+
+    def _lookup(self, context, candidates, keys):
+        if keys is None:
+            keys = candidate_keys(context.target, candidates)
+        found = [self.cache_.get(k) for k in keys]
+        missing = [i for i, f in enumerate(found) if f is None]
+        return keys, found, missing
+
+    def _extract(self, context, candidates) -> list[np.ndarray]:
+        return [f.numpy() for f in self._inner.extract_from(context, candidates)]
+
+    def _store(self, keys, found, missing, arrays) -> None:
+        for i, f in zip(missing, arrays):
+            found[i] = self.cache_.put(keys[i], f)
         self.misses_ += len(missing)
         self.hits_ += len(keys) - len(missing)
-        return [found[i] for i in range(len(keys))]
 
     def extract_from(self, context, candidates):
         return [tvm.runtime.tensor(f) for f in self.features(context, candidates)]

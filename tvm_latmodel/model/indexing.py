@@ -107,12 +107,25 @@ def _stride_along(dims, strides, n_vars: int, var: int, extent: int):
     (a wrap-around ``//`` or ``%`` of a fused loop, or an unknown index).
     """
     ranges = [(0, 0)] * n_vars
+    # Dimensions that do not mention ``var`` give the same term at every probe.
+    fixed, moving = 0, []
+    for (node, _), st in zip(dims, strides):
+        if var in _vars_of(node, set()):
+            moving.append((node, st))
+            continue
+        iv = _interval(node, ranges)
+        if iv is None or iv[0] != iv[1]:
+            return None
+        fixed += iv[0] * st
     offs = []
     for x in sorted({0, 1, extent // 2, extent - 1}):
         ranges[var] = (x, x)
-        o = _flat_offset(dims, strides, ranges)
-        if o is None:
-            return None
+        o = fixed
+        for node, st in moving:
+            iv = _interval(node, ranges)
+            if iv is None or iv[0] != iv[1]:
+                return None
+            o += iv[0] * st
         offs.append((x, o))
     (x0, o0), (x1, o1) = offs[0], offs[1]
     step = o1 - o0

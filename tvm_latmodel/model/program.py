@@ -414,17 +414,32 @@ class _Walker:
                 break
             chain *= loops[j].extent
         for name, scope, bits, is_write, nbytes, dims, shape, _ in compiled:
-            fps = []
-            for k in range(depth + 1):
-                ranges = [(0, 0)] * n_vars
-                for j in range(k, depth):
-                    ranges[var_ids[j]] = (0, loops[j].extent - 1)
+            # Levels from innermost (all loops fixed) outwards: level k frees
+            # loop k's variable, so only the dimensions that mention it change.
+            width = max(1, bits // 8)
+            mentions = [_vars_of(node, set()) for node, _ in dims]
+            ranges = [(0, 0)] * n_vars
+            ivs = [_interval(node, ranges) for node, _ in dims]
+            fps = [0.0] * (depth + 1)
+            changed = True
+            for k in range(depth, -1, -1):
+                if k < depth:
+                    v, e = var_ids[k], loops[k].extent
+                    changed = False
+                    if e != 1:
+                        ranges[v] = (0, e - 1)
+                        for d, vs in enumerate(mentions):
+                            if v in vs:
+                                ivs[d] = _interval(dims[d][0], ranges)
+                                changed = True
+                if not changed:
+                    fps[k] = fps[k + 1]
+                    continue
                 elems = 1.0
-                for (node, ext), size in zip(dims, shape):
-                    iv = _interval(node, ranges)
+                for iv, (_, ext), size in zip(ivs, dims, shape):
                     span = size if iv is None else min(size, iv[1] - iv[0] + (ext or 1))
                     elems *= max(1, span)
-                fps.append(elems * max(1, bits // 8))
+                fps[k] = elems * width
             accesses.append(Access(name, scope, bits, is_write, nbytes, tuple(fps)))
         region = self.region_stack[-1] if self.region_stack else -1
         if region >= 0 and self.gpu:
