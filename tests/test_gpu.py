@@ -30,6 +30,7 @@ from tvm_latmodel.gpu.bundle import (
 from tvm_latmodel.gpu.importer import import_results, rebuild_schedule
 from tvm_latmodel.targets import cuda_target
 from tvm_latmodel.workloads import RECORDED_WORKLOADS, get_workload
+from toys import gpu_softmax_schedule
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMER = os.path.join(ROOT, "scripts", "gpu_timer.py")
@@ -45,18 +46,6 @@ def _load_timer():
 gt = _load_timer()
 
 
-def _manual_softmax(mod, threads=128):
-    """Softmax as four kernels, with two workspace buffers the host allocates."""
-    sch = tvm.s_tir.Schedule(mod)
-    for blk in sch.get_child_blocks(sch.get_sblock("root")):
-        loops = sch.get_loops(blk)
-        if sch.get(blk).name_hint in ("T_softmax_norm", "T_softmax_exp"):
-            bx, tx = sch.split(sch.fuse(*loops), [None, threads])
-        else:
-            bx, tx = sch.split(loops[0], [None, 64])
-        sch.bind(bx, "blockIdx.x")
-        sch.bind(tx, "threadIdx.x")
-    return sch
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +58,7 @@ def bundle(target):
     """GMM:0 with 2 sampled candidates; SFM:0 with one hand-made 4-kernel schedule."""
     sampled = make_bundle(["GMM:0"], target, per_workload=2, seed=0)
     extra = make_bundle(
-        ["SFM:0"], target, per_workload=0, extra_schedules={"SFM:0": [_manual_softmax(get_workload("SFM:0"))]}
+        ["SFM:0"], target, per_workload=0, extra_schedules={"SFM:0": [gpu_softmax_schedule(get_workload("SFM:0"))]}
     )
     sampled["workloads"] += extra["workloads"]
     return sampled
@@ -173,7 +162,7 @@ def test_extra_schedules_hook_dedupes_and_records_lowering_errors(monkeypatch, t
 
     def pick_best(mod, tgt, sampled):
         assert sampled == [] and tgt.kind.name == "cuda"
-        return [_manual_softmax(mod, 32), _manual_softmax(mod, 64), _manual_softmax(mod, 64)]
+        return [gpu_softmax_schedule(mod, 32), gpu_softmax_schedule(mod, 64), gpu_softmax_schedule(mod, 64)]
 
     b = make_bundle(["SFM:0"], target, per_workload=0, extra_schedules=pick_best)
     (wl,) = b["workloads"]

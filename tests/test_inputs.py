@@ -48,7 +48,7 @@ from tvm_latmodel.model.cost_model import HybridCostModel
 from tvm_latmodel.sampling import make_context
 from tvm_latmodel.targets import cuda_target
 from tvm_latmodel.workloads import get_workload
-from toys import square_matmul
+from toys import gpu_softmax_schedule, square_matmul, tiled_matmul_schedule
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 4}
@@ -195,20 +195,6 @@ def refused_or_read(read, *names):
 # ---------------------------------------------------------------------------
 
 
-
-
-def _matmul_schedule(mod, fi: int, fj: int):
-    sch = tvm.s_tir.Schedule(mod)
-    i, j, k = sch.get_loops(sch.get_sblock("C"))
-    io, ii = sch.split(i, [None, fi])
-    jo, ji = sch.split(j, [None, fj])
-    sch.reorder(io, jo, k, ii, ji)
-    if fj >= 4:
-        sch.vectorize(ji)
-    sch.parallel(io)
-    return sch
-
-
 class ValidDatabase:
     """A MetaSchedule database of N_RECORDS 16x16 matmul schedules, and its text."""
 
@@ -220,7 +206,7 @@ class ValidDatabase:
         args_info = ms.arg_info.ArgInfo.from_prim_func(self.mod["main"])
         target = tvm.target.Target(TARGET)
         for n, (fi, fj) in enumerate([(2, 4), (4, 8), (1, 16), (8, 2), (16, 1), (2, 8)][:N_RECORDS]):
-            sch = _matmul_schedule(self.mod, fi, fj)
+            sch = tiled_matmul_schedule(self.mod, fi, fj)
             secs = [1e-5 * (1 + n), 1.1e-5 * (1 + n)]
             db.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, secs, target, args_info))
         self.dir = directory
@@ -642,8 +628,6 @@ def test_model_file_header_damaged(saved_model, scratch, data):
     _check_model_damage(saved_model, scratch, name, dumps(doc).encode(), how)
 
 
-
-
 @settings(max_examples=150, derandomize=True, phases=[Phase.explicit, Phase.reuse, Phase.generate], **_COMMON)
 @given(data=st.data())
 def test_model_files_damaged_anywhere(saved_model, scratch, data):
@@ -776,27 +760,13 @@ def _gmm_schedule(mod, threads: int):
     return sch
 
 
-def _softmax_schedule(mod, threads: int = 128):
-    """Softmax as four kernels, two of them with workspace buffers the host allocates."""
-    sch = tvm.s_tir.Schedule(mod)
-    for blk in sch.get_child_blocks(sch.get_sblock("root")):
-        loops = sch.get_loops(blk)
-        if sch.get(blk).name_hint in ("T_softmax_norm", "T_softmax_exp"):
-            bx, tx = sch.split(sch.fuse(*loops), [None, threads])
-        else:
-            bx, tx = sch.split(loops[0], [None, 64])
-        sch.bind(bx, "blockIdx.x")
-        sch.bind(tx, "threadIdx.x")
-    return sch
-
-
 class GpuFiles:
     """A bundle of hand-scheduled GMM:0 and SFM:0 candidates, and timer results for it."""
 
     def __init__(self, folder):
         self.timer = _load_timer()
         extra = {"GMM:0": [_gmm_schedule(get_workload("GMM:0"), t) for t in (64, 128)],
-                 "SFM:0": [_softmax_schedule(get_workload("SFM:0"))]}
+                 "SFM:0": [gpu_softmax_schedule(get_workload("SFM:0"))]}
         bundle = make_bundle(["GMM:0", "SFM:0"], cuda_target("h200"), per_workload=0, extra_schedules=extra)
         self.bundle = json.loads(json.dumps(bundle))
         assert [len(w["candidates"]) for w in self.bundle["workloads"]] == [2, 1]

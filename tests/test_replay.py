@@ -27,7 +27,7 @@ from tvm.s_tir import meta_schedule as ms  # noqa: E402
 from tvm_latmodel import replay as rp  # noqa: E402
 from tvm_latmodel.model.registry import make_model  # noqa: E402
 from tvm_latmodel.cli import replay as replay_commands  # noqa: E402
-from toys import square_matmul  # noqa: E402
+from toys import square_matmul, tiled_matmul_schedule  # noqa: E402
 
 TARGET = {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 4}
 N_RECORDS = 14
@@ -58,14 +58,7 @@ def _write_database(directory, n: int, count: int, seed: int) -> list[float]:
     rng = np.random.default_rng(seed)
     latencies = []
     for fi, fj in list(itertools.product(FACTORS, FACTORS))[:count]:
-        sch = tvm.s_tir.Schedule(mod)
-        i, j, k = sch.get_loops(sch.get_sblock("C"))
-        io, ii = sch.split(i, [None, fi])
-        jo, ji = sch.split(j, [None, fj])
-        sch.reorder(io, jo, k, ii, ji)
-        if fj >= 4:
-            sch.vectorize(ji)
-        sch.parallel(io)
+        sch = tiled_matmul_schedule(mod, fi, fj)
         lat = _synthetic_latency_s(n, fi, fj, rng)
         latencies.append(float(np.mean([lat, lat * 1.02])))
         db.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, [lat, lat * 1.02], target, args_info))

@@ -21,6 +21,35 @@ def square_matmul(n: int) -> tvm.IRModule:
     return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")})
 
 
+def tiled_matmul_schedule(mod: tvm.IRModule, fi: int, fj: int) -> tvm.s_tir.Schedule:
+    """:func:`square_matmul` split by ``fi`` rows and ``fj`` columns, rows
+    parallel, the column tile vectorized when it is at least 4 wide."""
+    sch = tvm.s_tir.Schedule(mod)
+    i, j, k = sch.get_loops(sch.get_sblock("C"))
+    io, ii = sch.split(i, [None, fi])
+    jo, ji = sch.split(j, [None, fj])
+    sch.reorder(io, jo, k, ii, ji)
+    if fj >= 4:
+        sch.vectorize(ji)
+    sch.parallel(io)
+    return sch
+
+
+def gpu_softmax_schedule(mod: tvm.IRModule, threads: int = 128) -> tvm.s_tir.Schedule:
+    """Softmax (``SFM`` workloads) as four CUDA kernels, two of them with
+    workspace buffers the host allocates."""
+    sch = tvm.s_tir.Schedule(mod)
+    for blk in sch.get_child_blocks(sch.get_sblock("root")):
+        loops = sch.get_loops(blk)
+        if sch.get(blk).name_hint in ("T_softmax_norm", "T_softmax_exp"):
+            bx, tx = sch.split(sch.fuse(*loops), [None, threads])
+        else:
+            bx, tx = sch.split(loops[0], [None, 64])
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(tx, "threadIdx.x")
+    return sch
+
+
 class ToyEncoder(StageModule):
     """A 3x3 conv, ReLU and global average pool on a 1-channel 8x8 image: 4 features."""
 
