@@ -400,20 +400,15 @@ _CPU_BYTES_PER_CYCLE = {"L1": 64.0, "L2": 32.0, "L3": 16.0}
 _DEFAULT_DRAM_GBPS_PER_CORE = 10.0
 _DEFAULT_FREQ_GHZ = 3.0
 # (vector FMA latency in cycles, FMA pipes, vector add/max pipes, vector
-# stores per cycle) per LLVM mcpu, from Agner Fog's instruction tables
-# (2022) and microarchitecture guide: Zen 1/2 have a 5-cycle FMA, Zen 3/4
-# and Intel Skylake and later 4 cycles; all have 2 FMA pipes and 2 pipes
+# stores per cycle) of the x86 cores LLVM knows, from Agner Fog's
+# instruction tables (2022) and microarchitecture guide: Zen 3/4 and Intel
+# Skylake and later have a 4-cycle FMA; all have 2 FMA pipes and 2 pipes
 # that add (Zen: FADD pipes 2 and 3; Intel: the two FMA ports) and retire one
-# 256/512-bit store per cycle. Haswell/Broadwell: 5 cycles (Broadwell's
-# FMUL is 3 but its FMA is 5). Unknown CPUs get the Skylake/Zen 3 values.
-_CPU_MICROARCH = {
-    "znver1": (5, 2, 2, 1), "znver2": (5, 2, 2, 1), "znver3": (4, 2, 2, 1), "znver4": (4, 2, 2, 1),
-    "haswell": (5, 2, 2, 1), "broadwell": (5, 2, 2, 1), "skylake": (4, 2, 2, 1),
-    "skylake-avx512": (4, 2, 2, 1), "cascadelake": (4, 2, 2, 1), "cooperlake": (4, 2, 2, 1),
-    "icelake-server": (4, 2, 2, 1), "icelake-client": (4, 2, 2, 1), "tigerlake": (4, 2, 2, 1),
-    "sapphirerapids": (4, 2, 2, 1), "alderlake": (4, 2, 2, 1),
-}
+# 256/512-bit store per cycle. Unknown CPUs get these values too.
 _CPU_MICROARCH_DEFAULT = (4, 2, 2, 1)
+# The mcpus whose FMA takes 5 cycles: Zen 1/2, Haswell and Broadwell
+# (Broadwell's FMUL is 3 but its FMA is 5).
+_CPU_FMA_LATENCY_5 = ("znver1", "znver2", "haswell", "broadwell")
 # A TVM parallel region (thread-pool wake-up and join) plus the packed call.
 _CPU_LAUNCH_OVERHEAD_S = 4e-6
 
@@ -472,7 +467,9 @@ def _cpu_spec_from_target(target) -> "HardwareSpec":
     mtriple = str(target.attrs.get("mtriple", "") or "")
     # 32 vector registers with AVX-512 (zmm0-31) and on AArch64 (v0-v31), else 16.
     vector_registers = 32 if (vector_bits == 512 or mtriple.startswith("aarch64")) else 16
-    fma_latency, fma_pipes, add_pipes, stores = _CPU_MICROARCH.get(mcpu, _CPU_MICROARCH_DEFAULT)
+    fma_latency, fma_pipes, add_pipes, stores = _CPU_MICROARCH_DEFAULT
+    if mcpu in _CPU_FMA_LATENCY_5:
+        fma_latency = 5
     cores = target.attrs.get("num-cores")
     cores = int(cores) if cores is not None else int(psutil.cpu_count(logical=False) or 1)
     is_host = bool(mcpu) and mcpu == tvm.target.codegen.llvm_get_system_cpu()

@@ -476,7 +476,7 @@ class _Walker:
         for i, var_ids, reduce_vars, compiled, n_vars in self.pending:
             b = blocks[i]
             blocks[i] = dataclasses.replace(
-                b, auto_vector_extent=_auto_vector(b.loops, var_ids, reduce_vars, compiled, n_vars))
+                b, auto_vector_extent=_auto_vector(b.loops, var_ids, reduce_vars, b.reduce_level, compiled, n_vars))
         self.blocks = blocks
 
 
@@ -542,7 +542,7 @@ def _llvm_full_unroll(b: BlockSummary, flags: list) -> None:
         cost *= lp.extent
 
 
-def _auto_vector(loops, var_ids, reduce_vars, compiled, n_vars) -> int:
+def _auto_vector(loops, var_ids, reduce_vars, reduce_level, compiled, n_vars) -> int:
     """Extent LLVM vectorizes by itself in a block with no vectorized loop.
 
     Candidates, after TVM and LLVM have unrolled the innermost loops:
@@ -563,10 +563,6 @@ def _auto_vector(loops, var_ids, reduce_vars, compiled, n_vars) -> int:
     Returns the largest such extent (0 if none).
     """
     depth = len(loops)
-    reduce_level = 0
-    for j in range(depth):
-        if var_ids[j] in reduce_vars and loops[j].extent > 1:
-            reduce_level = j + 1
     cands = []
     for j in range(depth - 1, -1, -1):
         if loops[j].extent > 1:
