@@ -512,6 +512,16 @@ def test_hardware_spec_file_damaged(scratch, data):
             _assert_usable_spec(spec)
 
 
+def test_hardware_spec_with_nan_in_extra_is_refused():
+    """Found by the property test below: a NaN inside ``extra`` loaded, and
+    the spec could then not be saved again."""
+    doc, _ = _spec_docs()[0]
+    doc = json.loads(json.dumps(doc))
+    doc["spec"]["extra"]["mcpu"] = float("nan")
+    with pytest.raises(ValueError, match=r"^model.json: .*extra must be JSON data with finite numbers"):
+        HardwareSpec.from_dict(doc, origin="model.json")
+
+
 @_settings(200)
 @given(data=st.data())
 def test_hardware_spec_from_dict_damaged(data):

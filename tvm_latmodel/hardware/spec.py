@@ -205,6 +205,10 @@ class HardwareSpec:
             raise ValueError(f"HardwareSpec.source must be a string, got {self.source!r}")
         if not isinstance(self.extra, dict):
             raise ValueError(f"HardwareSpec.extra must be a dict, got {self.extra!r}")
+        try:  # saved with the spec: it must be JSON data, finite numbers only
+            json.dumps(self.extra, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"HardwareSpec.extra must be JSON data with finite numbers ({err})") from None
         for name in ("vector_registers", "fma_latency_cycles", "fma_pipes", "add_pipes",
                      "vector_stores_per_cycle"):
             _check_int(f"HardwareSpec.{name}", getattr(self, name), 1, 1024)
