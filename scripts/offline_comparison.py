@@ -90,6 +90,11 @@ def run_one(tasks, task, model: str, shots: int, transfer: bool, seed: int) -> d
     from tvm_latmodel.model.registry import make_model
     from tvm_latmodel.replay import ReplayEvaluator
 
+    if len(task.records) - min(shots, len(task.records)) < 2:
+        # The replay needs two held-out records to score; mark the result
+        # skipped (cached like any other) instead of failing the whole grid.
+        return {"model": model, "shots": shots, "transfer": transfer, "task": task.name, "seed": seed,
+                "skipped": f"{len(task.records)} valid records, too few to hold out two after {shots} shots"}
     ev = ReplayEvaluator(shots=shots, transfer=transfer, seed=seed)
     t0 = time.time()
     rep = ev.evaluate(tasks, lambda t: make_model(model, seed=seed, target=t.target, pretrained=_PRETRAINED,
@@ -126,7 +131,9 @@ def _read_cached(path: str) -> dict | None:
     try:
         with open(path) as f:
             r = json.load(f)
-        if not isinstance(r, dict) or not all(k in r.get("metrics", {}) for k in KEYS):
+        if not isinstance(r, dict) or not (
+            "skipped" in r or all(k in r.get("metrics", {}) for k in KEYS)
+        ):
             raise ValueError("missing metrics")
         return r
     except (OSError, ValueError) as err:
@@ -134,8 +141,18 @@ def _read_cached(path: str) -> dict | None:
         return None
 
 
+_NAN = {"metrics": {k: float("nan") for k in KEYS}}
+
+
 def mean_metrics(results: list[dict]) -> dict:
     return {k: float(np.mean([r["metrics"][k] for r in results])) for k in KEYS}
+
+
+def scored_tasks(results: dict, shots: int, transfer: bool, task_names, seeds, models) -> list[str]:
+    """Tasks every model scored at this setting for every seed (a task with
+    too few records for the shots is skipped for all of them alike)."""
+    return [t for t in task_names
+            if all("skipped" not in results[(m, shots, transfer, t, s)] for m in models for s in seeds)]
 
 
 def seed_spread(results: dict, model: str, shots: int, transfer: bool, task_names, seeds) -> dict:
@@ -146,18 +163,27 @@ def seed_spread(results: dict, model: str, shots: int, transfer: bool, task_name
 
 
 def write_tables(out: str, settings, models, results: dict, task_names: list[str], seeds) -> str:
-    lines = [f"Mean over {len(task_names)} tasks; with several seeds: mean over seeds (min–max).\n",
-             "| setting | model | " + " | ".join(KEYS) + " |", "|---|---|" + "---|" * len(KEYS)]
+    lines = [f"Mean over the tasks scored at each setting (of {len(task_names)}); "
+             "with several seeds: mean over seeds (min–max).\n",
+             "| setting | model | tasks | " + " | ".join(KEYS) + " |", "|---|---|---|" + "---|" * len(KEYS)]
+    skipped_notes = []
     for shots, transfer in settings:
+        scored = scored_tasks(results, shots, transfer, task_names, seeds, models)
+        label = f"{shots} shots" + (" + transfer" if transfer else "")
+        if len(scored) < len(task_names):
+            missing = [t for t in task_names if t not in scored]
+            skipped_notes.append(f"{label}: not scored on {', '.join(missing)} (too few records to hold out two).")
+        if not scored:
+            continue
         for model in models:
-            m = seed_spread(results, model, shots, transfer, task_names, seeds)
-            label = f"{shots} shots" + (" + transfer" if transfer else "")
+            m = seed_spread(results, model, shots, transfer, scored, seeds)
             cells = []
             for k in KEYS:
                 fmt = "{:.1f}" if k == "trials_to_5pct" else "{:.3f}"
                 mean, lo, hi = m[k]
                 cells.append(fmt.format(mean) + (f" ({fmt.format(lo)}–{fmt.format(hi)})" if len(seeds) > 1 else ""))
-            lines.append(f"| {label} | {model} | " + " | ".join(cells) + " |")
+            lines.append(f"| {label} | {model} | {len(scored)} | " + " | ".join(cells) + " |")
+    lines.extend("\n" + n for n in skipped_notes)
     lines.append(f"\nSeeds {', '.join(map(str, seeds))}. Tasks: {', '.join(task_names)}.\n")
     lines.append(f"\nPer-task tables below are seed {seeds[0]}.\n")
     first = {k[:4]: v for k, v in results.items() if k[4] == seeds[0]}
@@ -168,9 +194,9 @@ def write_tables(out: str, settings, models, results: dict, task_names: list[str
         lines.append("| task | " + " | ".join(f"{m}@{s}{'T' if tr else ''}" for s, tr, m in cols) + " |")
         lines.append("|---|" + "---|" * len(cols))
         for t in task_names:
-            vals = [results[(m, s, tr, t)]["metrics"][key] for s, tr, m in cols]
-            lines.append(f"| {t} | " + " | ".join(f"{v:.0f}" if key == "trials_to_5pct" else f"{v:.2f}"
-                                                  for v in vals) + " |")
+            vals = [results[(m, s, tr, t)].get("metrics", {}).get(key) for s, tr, m in cols]
+            lines.append(f"| {t} | " + " | ".join("–" if v is None else f"{v:.0f}" if key == "trials_to_5pct"
+                                                  else f"{v:.2f}" for v in vals) + " |")
     table = "\n".join(lines) + "\n"
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(table)
@@ -187,7 +213,8 @@ def write_plots(out: str, settings, models, results: dict, task_names: list[str]
     for i, key in enumerate(KEYS):
         ax = fig.add_subplot(1, len(KEYS), i + 1)
         for model in models:
-            ys = [mean_metrics([results[(model, s, False, t)] for t in task_names])[key] for s in plain]
+            ys = [mean_metrics([results[(model, s, False, t)] for t in task_names
+                                if "skipped" not in results[(model, s, False, t)]] or [_NAN])[key] for s in plain]
             ax.plot(plain, ys, marker="o", label=model)
         ax.set_xlabel("shots per task")
         ax.set_title(key)
@@ -203,16 +230,19 @@ def write_plots(out: str, settings, models, results: dict, task_names: list[str]
             curves = []
             for t in task_names:
                 r = results[(model, shots, False, t)]
-                c = np.array(r["best_so_far_s"]) / r["pool_best_s"]
-                curves.append(c)
+                if "skipped" not in r:
+                    curves.append(np.array(r["best_so_far_s"]) / r["pool_best_s"])
+            if not curves:
+                continue
             n = max(len(c) for c in curves)
             padded = np.array([np.concatenate([c, np.full(n - len(c), c[-1])]) for c in curves])
             ax.plot(np.arange(1, n + 1), padded.mean(axis=0), label=model)
         ax.set_yscale("log")
         ax.set_xlabel("schedules measured (simulated)")
         ax.set_ylabel("best found / pool best (mean over tasks)")
-        ax.set_title(f"{shots} shots")
-        ax.legend(fontsize=7)
+        ax.set_title(f"{shots} shots" + ("" if ax.lines else ": no task has enough records"))
+        if ax.lines:
+            ax.legend(fontsize=7)
     fig.savefig(os.path.join(out, "curves.png"), dpi=80)
 
     # Predicted versus measured: analytical at the fewest shots, the learned
@@ -229,6 +259,8 @@ def write_plots(out: str, settings, models, results: dict, task_names: list[str]
             if model not in models:
                 continue
             r = results[(model, shots, False, t)]
+            if "skipped" in r:
+                continue
             meas = np.array([p["measured_s"] for p in r["predictions"]])
             score = np.array([p["score"] for p in r["predictions"]])
             ax.scatter(meas / r["pool_best_s"], score / score.max(), s=8, alpha=0.6, color=color,

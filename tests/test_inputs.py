@@ -914,3 +914,41 @@ def test_results_damaged(gpu_files, scratch, data):
             if n:
                 tasks, messages = _load(summary.work_dirs[name])
                 assert messages == [] and len(tasks[0]) == n
+
+
+def _load_script(name: str):
+    spec = importlib.util.spec_from_file_location(f"{name}_inputs", os.path.join(ROOT, "scripts", f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_offline_comparison_skips_shots_a_log_cannot_hold(tmp_path):
+    """64 shots on a 64-record log leave nothing to score: that setting is
+    skipped for that task (and said so in the table), not a crash."""
+    oc = _load_script("offline_comparison")
+
+    class _Task:
+        name = "T_small"
+        records = [object()] * 64
+
+    r = oc.run_one([], _Task(), "random", 64, False, 0)
+    assert "skipped" in r and "64 valid records" in r["skipped"]
+
+    metrics = {k: 1.0 for k in oc.KEYS}
+    results = {}
+    for t in ("A", "B"):
+        for m in ("analytical", "random"):
+            results[(m, 0, False, t, 0)] = {"metrics": dict(metrics, spearman=0.5 if t == "A" else 0.1)}
+            results[(m, 64, False, t, 0)] = ({"skipped": "too few"} if t == "B"
+                                             else {"metrics": dict(metrics, spearman=0.9)})
+    settings = [(0, False), (64, False)]
+    table = oc.write_tables(str(tmp_path), settings, ("analytical", "random"), results, ["A", "B"], [0])
+    rows = {tuple(c.strip() for c in line.split("|")[1:4]): line for line in table.splitlines()
+            if line.startswith("| 0 shots") or line.startswith("| 64 shots")}
+    assert "0.300" in rows[("0 shots", "analytical", "2")]  # mean of A and B
+    assert "0.900" in rows[("64 shots", "analytical", "1")]  # A only
+    assert "64 shots: not scored on B" in table
+    assert oc._read_cached(str(tmp_path / "missing.json")) is None
+    (tmp_path / "skip.json").write_text(json.dumps({"skipped": "too few"}))
+    assert oc._read_cached(str(tmp_path / "skip.json")) == {"skipped": "too few"}
