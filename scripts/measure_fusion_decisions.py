@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Predicted against measured gain of every fusion decision of the planner.
+
+For each network, ``FusionPlanner`` (hybrid model, best of ``--samples``
+sampled schedules per PrimFunc) predicts each pattern group fused and split
+and decides. This script then *measures* both forms on this CPU: the fused
+PrimFunc and each of the split form's kernels are tuned with MetaSchedule and
+the hybrid model, ``--trials`` trials per PrimFunc (so both forms get the
+same search per kernel), and compared by their best measured latencies:
+
+    measured gain = sum(best of each split kernel) - best of the fused kernel
+
+A decision is right when its sign matches the measured gain's (fuse when
+fusing measured faster, split otherwise). Each decision's JSON is written to
+``OUT/decisions/`` as soon as it is measured, so a stopped run resumes;
+``OUT/summary.md`` (table and accuracy) and ``OUT/gains.png`` (predicted
+against measured gain) are rewritten after each one.
+
+Caveats: the split form's kernels are timed one by one, each on its own
+warm inputs, as MetaSchedule times any kernel; the time a real network spends
+writing and re-reading the intermediate tensor between them is only counted
+as far as each kernel's own loads and stores count it.
+
+    nice -n 5 python scripts/measure_fusion_decisions.py --networks avmnist mmimdb transfuser --trials 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
+def _tune(mod, target, work_dir: str, trials: int, seed: int, label: str) -> dict:
+    from tvm_latmodel.tuning import tune_workload
+
+    report = tune_workload(mod, target, work_dir=work_dir, trials=trials, cost_model="hybrid", seed=seed,
+                           workload_name=label, progress=True)
+    return {"best_s": report.best_latency_s, "trials_measured": report.trials_measured,
+            "trials_failed": report.trials_failed, "wall_s": report.wall_s}
+
+
+def measure_network(name: str, args, out: str) -> None:
+    from tvm_latmodel.fusion import FusionPlanner
+    from tvm_latmodel.fusion.planner import _task_mod, fuse_group
+    from tvm_latmodel.networks import get_network
+    from tvm_latmodel.targets import host_target
+
+    target = host_target()
+    say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+    planner = FusionPlanner(target, samples=args.samples, seed=args.seed, progress=say)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = planner.plan(get_network(name, seed=args.seed))
+    groups = [g for g in plan.groups if g.match is not None][: args.max_groups]
+    say(f"[decisions] {name}: {len(groups)} pattern groups to measure")
+    for g in groups:
+        path = os.path.join(out, "decisions", f"{name}-{_slug(g.name)}-t{args.trials}-s{args.seed}.json")
+        if os.path.exists(path):
+            continue
+        record = {"network": name, "group": g.name, "source": g.source, "stage": g.stage, "ops": g.ops,
+                  "decision": g.decision, "predicted_us": g.predicted_us,
+                  "unfused_predicted_us": g.unfused_predicted_us, "predicted_gain_us": g.predicted_gain,
+                  "dram_bytes_saved": g.dram_bytes_saved, "trials_per_kernel": args.trials, "seed": args.seed,
+                  "planner_note": g.note}
+        work = os.path.join(out, "work_dirs", f"{name}-{_slug(g.name)}")
+        start = time.time()
+        try:
+            fused_mod = fuse_group(plan.module, g.match)
+            fused = _tune(fused_mod, target, os.path.join(work, "fused"), args.trials, args.seed, f"{g.name} fused")
+            split = [_tune(_task_mod(plan.module[k.prim_func]), target, os.path.join(work, f"split{i}"),
+                           args.trials, args.seed, f"{g.name} split {k.prim_func}")
+                     for i, k in enumerate(g.match.kernels)]
+        except Exception as err:  # noqa: BLE001 - one group failing must not stop the benchmark
+            record["failed"] = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+        else:
+            record["fused"] = fused
+            record["split"] = split
+            if fused["best_s"] is not None and all(s["best_s"] is not None for s in split):
+                split_s = sum(s["best_s"] for s in split)
+                record["measured_fused_us"] = fused["best_s"] * 1e6
+                record["measured_split_us"] = split_s * 1e6
+                record["measured_gain_us"] = (split_s - fused["best_s"]) * 1e6
+                record["measured_decision"] = "fuse" if split_s > fused["best_s"] else "split"
+                record["correct"] = record["measured_decision"] == g.decision
+            else:
+                record["failed"] = "a form had no valid measurement"
+        record["wall_s"] = time.time() - start
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w") as f:
+            json.dump(record, f, indent=1)
+        os.replace(path + ".tmp", path)
+        say(f"[decisions] {name} {g.name}: predicted {g.predicted_gain:+.1f} us ({g.decision}), "
+            f"measured {record.get('measured_gain_us', float('nan')):+.1f} us "
+            f"({record.get('measured_decision', record.get('failed'))})")
+        write_summary(out)
+
+
+def write_summary(out: str) -> str:
+    folder = os.path.join(out, "decisions")
+    records = []
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if name.endswith(".json"):
+            with open(os.path.join(folder, name)) as f:
+                records.append(json.load(f))
+    done = [r for r in records if "correct" in r]
+    lines = ["| network | group | stage | predicted fused / split (us) | measured fused / split (us) "
+             "| predicted gain (us) | measured gain (us) | decision | measured | right |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        if "correct" not in r:
+            lines.append(f"| {r['network']} | {r['group']} | {r['stage']} | {r['predicted_us']:.1f} / "
+                         f"{r['unfused_predicted_us']:.1f} | failed: {r.get('failed', '')} | "
+                         f"{r['predicted_gain_us']:+.1f} | – | {r['decision']} | – | – |")
+            continue
+        lines.append(f"| {r['network']} | {r['group']} | {r['stage']} | {r['predicted_us']:.1f} / "
+                     f"{r['unfused_predicted_us']:.1f} | {r['measured_fused_us']:.1f} / {r['measured_split_us']:.1f} "
+                     f"| {r['predicted_gain_us']:+.1f} | {r['measured_gain_us']:+.1f} | {r['decision']} "
+                     f"| {r['measured_decision']} | {'yes' if r['correct'] else 'no'} |")
+    right = sum(r["correct"] for r in done)
+    lines.append("")
+    lines.append(f"Decisions right: {right} of {len(done)}" + (f" ({right / len(done):.0%})" if done else "")
+                 + f"; {len(records) - len(done)} failed to measure.")
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(out, "summary.md"), "w") as f:
+        f.write(text)
+    if done:
+        try:
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+            from matplotlib.figure import Figure
+        except ImportError:
+            return text
+        fig = Figure(figsize=(5, 4), layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot(1, 1, 1)
+        for r in done:
+            ax.scatter(r["predicted_gain_us"], r["measured_gain_us"], color="tab:green" if r["correct"] else "tab:red")
+            ax.annotate(f"{r['network']}:{r['group'].split(':')[0]}", (r["predicted_gain_us"], r["measured_gain_us"]),
+                        fontsize=6)
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.axvline(0, color="grey", lw=0.5)
+        ax.set_xscale("symlog")
+        ax.set_yscale("symlog")
+        ax.set_xlabel("predicted gain of fusing (us)")
+        ax.set_ylabel("measured gain of fusing (us)")
+        ax.set_title(f"fusion decisions: {right}/{len(done)} right (green)")
+        fig.savefig(os.path.join(out, "gains.png"), dpi=90)
+    return text
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--networks", nargs="+", default=["avmnist", "mmimdb", "transfuser", "mobilenetv2"])
+    ap.add_argument("--trials", type=int, default=16, help="trials per PrimFunc, fused and each split kernel alike")
+    ap.add_argument("--samples", type=int, default=8, help="the planner's sampled schedules per PrimFunc")
+    ap.add_argument("--max-groups", type=int, default=None, help="measure at most this many groups per network")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="benchmarks/fusion_decisions")
+    ap.add_argument("--report-only", action="store_true", help="rewrite summary.md and gains.png only")
+    args = ap.parse_args()
+    if args.trials < 1:
+        ap.error("--trials must be at least 1")
+    from tvm_latmodel.networks import list_networks
+
+    unknown = [n for n in args.networks if n not in list_networks()]
+    if unknown:
+        ap.error(f"unknown network(s) {', '.join(unknown)}; known: {', '.join(list_networks())}")
+    os.makedirs(args.out, exist_ok=True)
+    if not args.report_only:
+        for name in args.networks:
+            measure_network(name, args, args.out)
+    print(write_summary(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
