@@ -58,13 +58,9 @@ class LRUCache:
         return value
 
 
-def candidate_key(target, candidate) -> tuple[str, int]:
-    """The cache key of a candidate: its target and its module's structural hash."""
-    return (str(target), int(tvm_ffi.structural_hash(candidate.sch.mod)))
-
-
 def candidate_keys(target, candidates) -> list[tuple[str, int]]:
-    """:func:`candidate_key` of each candidate (the target printed once)."""
+    """The cache key of each candidate: its target and its module's
+    structural hash (the target printed once)."""
     name = str(target)
     return [(name, int(tvm_ffi.structural_hash(c.sch.mod))) for c in candidates]
 
@@ -98,7 +94,7 @@ class PendingFeatures:
 
 @derived_object
 class CachedPerStoreFeature(ms.feature_extractor.PyFeatureExtractor):
-    """``PerStoreFeature`` with a bounded cache keyed by :func:`candidate_key`.
+    """``PerStoreFeature`` with a bounded cache keyed by :func:`candidate_keys`.
 
     Parameters
     ----------
@@ -117,7 +113,7 @@ class CachedPerStoreFeature(ms.feature_extractor.PyFeatureExtractor):
     def features(self, context, candidates, keys=None) -> list[np.ndarray]:
         """Per-store feature rows of each candidate, as numpy arrays (as ``PerStoreFeature`` gives them).
 
-        ``keys``: the candidates' :func:`candidate_key` for ``context.target``, when already known.
+        ``keys``: the candidates' :func:`candidate_keys` for ``context.target``, when already known.
         """
         keys, found, missing = self._lookup(context, candidates, keys)
         arrays = self._extract(context, [candidates[i] for i in missing]) if missing else []

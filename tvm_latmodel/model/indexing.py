@@ -78,17 +78,6 @@ def _vars_of(node, out: set) -> set:
     return out
 
 
-def _flat_offset(dims, strides, ranges):
-    """Element offset of an access's first element, or None if unknown."""
-    off = 0
-    for (node, _), st in zip(dims, strides):
-        iv = _interval(node, ranges)
-        if iv is None or iv[0] != iv[1]:
-            return None
-        off += iv[0] * st
-    return off
-
-
 def _strides(shape) -> list[int]:
     """Row-major element strides of a buffer shape."""
     out, acc = [], 1
