@@ -90,12 +90,12 @@ def run_one(tasks, task, model: str, shots: int, transfer: bool, seed: int) -> d
     from tvm_latmodel.model.registry import make_model
     from tvm_latmodel.replay import ReplayEvaluator
 
-    if len(task.records) - min(shots, len(task.records)) < 2:
-        # The replay needs two held-out records to score; mark the result
-        # skipped (cached like any other) instead of failing the whole grid.
+    ev = ReplayEvaluator(shots=shots, transfer=transfer, seed=seed)
+    if not ev.scorable(task):
+        # Mark the result skipped (cached like any other) instead of failing
+        # the whole grid.
         return {"model": model, "shots": shots, "transfer": transfer, "task": task.name, "seed": seed,
                 "skipped": f"{len(task.records)} valid records, too few to hold out two after {shots} shots"}
-    ev = ReplayEvaluator(shots=shots, transfer=transfer, seed=seed)
     t0 = time.time()
     rep = ev.evaluate(tasks, lambda t: make_model(model, seed=seed, target=t.target, pretrained=_PRETRAINED,
                                                   extractor=_EXTRACTOR),

@@ -173,6 +173,10 @@ class ReplayEvaluator:
         rng = np.random.default_rng(_task_seed(self.seed, task.name))
         return np.sort(rng.choice(len(task.records), size=k, replace=False))
 
+    def scorable(self, task: Task) -> bool:
+        """Whether ``task`` keeps the two held-out records a score needs after its shots."""
+        return len(task.records) - min(int(self.shots), len(task.records)) >= 2
+
     def evaluate(
         self,
         tasks: Sequence[Task],
@@ -220,7 +224,7 @@ class ReplayEvaluator:
             task = tasks[ti]
             shots = self.shot_indices(task)
             held = np.setdiff1d(np.arange(len(task.records)), shots)
-            if held.size < 2:
+            if not self.scorable(task):
                 warnings.warn(
                     f"{task.path}: task {task.name} has {len(task.records)} valid records, "
                     f"too few to hold out two after {len(shots)} shots; skipped",
