@@ -95,6 +95,22 @@ def torch_eager(network: str, seed: int, repeat: int = 20) -> dict:
             "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
+def collect(out: str) -> list[dict]:
+    """Every result under OUT, from this run and earlier ones (other budgets, seeds, networks), so the
+    summary is the whole benchmark rather than the last invocation."""
+    results = []
+    for network in sorted(os.listdir(out)):
+        folder = os.path.join(out, network)
+        if not os.path.isdir(folder) or network in ("work_dirs", "smoke"):
+            continue
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".json"):
+                with open(os.path.join(folder, name)) as f:
+                    results.append(json.load(f))
+    results.sort(key=lambda r: (r["network"], r.get("trials", 0), r["config"], r.get("seed", 0)))
+    return results
+
+
 def summarize(results: list[dict], out: str) -> None:
     """``summary.json``, ``summary.md`` and (with matplotlib) ``stages.png``."""
     with open(os.path.join(out, "summary.json"), "w") as f:
@@ -111,7 +127,7 @@ def summarize(results: list[dict], out: str) -> None:
                         f" torch {r['torch']}, {r['threads']} threads |")
             continue
         st = r["stages"]
-        rows.append(f"| {r['network']} | {r['config']} | {r['latency_us']:.1f} | {r['untuned_latency_us']:.1f} "
+        rows.append(f"| {r['network']} | {r['config']} s{r.get('seed', 0)} | {r['latency_us']:.1f} | {r['untuned_latency_us']:.1f} "
                     f"| {r['trials_measured']}/{r['trials']} | {r['tuning_seconds']:.0f} | {st['encoder']:.1f} "
                     f"| {st['fusion']:.1f} | {st['head']:.1f} | {r['kernels']} | {r['tuned_kernels']} "
                     f"| {'ok' if r['output_matches'] else 'DIFFERS'} ({r['max_abs_error']:.1e}) |")
@@ -187,7 +203,7 @@ def main() -> int:
         with open(path, "w") as f:
             json.dump(result, f, indent=1)
         results.append(result)
-    summarize(results, args.out)
+    summarize(collect(args.out), args.out)
     return 1 if any("failed" in r for r in results) else 0
 
 
