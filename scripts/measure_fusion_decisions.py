@@ -22,6 +22,7 @@ writing and re-reading the intermediate tensor between them is only counted
 as far as each kernel's own loads and stores count it.
 
     nice -n 5 python scripts/measure_fusion_decisions.py --networks avmnist mmimdb transfuser --trials 16
+    python scripts/measure_fusion_decisions.py --networks transfuser --groups attention1 --predict-only
 """
 
 from __future__ import annotations
@@ -62,7 +63,19 @@ def measure_network(name: str, args, out: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plan = planner.plan(get_network(name, seed=args.seed))
-    groups = [g for g in plan.groups if g.match is not None][: args.max_groups]
+    groups = [g for g in plan.groups if g.match is not None]
+    if args.groups:
+        groups = [g for g in groups if g.name.split(":")[0] in args.groups]
+    groups = groups[: args.max_groups]
+    if args.predict_only:
+        path = os.path.join(out, "predictions", f"{name}-s{args.seed}.json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump([{"network": name, "group": g.name, "decision": g.decision, "predicted_us": g.predicted_us,
+                        "unfused_predicted_us": g.unfused_predicted_us, "predicted_gain_us": g.predicted_gain}
+                       for g in groups], f, indent=1)
+        say(f"[decisions] {name}: {len(groups)} predictions -> {path}")
+        return
     say(f"[decisions] {name}: {len(groups)} pattern groups to measure")
     for g in groups:
         path = os.path.join(out, "decisions", f"{name}-{_slug(g.name)}-t{args.trials}-s{args.seed}.json")
@@ -164,6 +177,11 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=16, help="trials per PrimFunc, fused and each split kernel alike")
     ap.add_argument("--samples", type=int, default=8, help="the planner's sampled schedules per PrimFunc")
     ap.add_argument("--max-groups", type=int, default=None, help="measure at most this many groups per network")
+    ap.add_argument("--groups", nargs="*", default=None,
+                    help="only these groups, by name before the colon (e.g. attention1 conv_conv4)")
+    ap.add_argument("--predict-only", action="store_true",
+                    help="write the planner's predictions to OUT/predictions/ and measure nothing (commit "
+                         "them before measuring)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/fusion_decisions")
     ap.add_argument("--report-only", action="store_true", help="rewrite summary.md and gains.png only")
@@ -179,6 +197,8 @@ def main() -> int:
     if not args.report_only:
         for name in args.networks:
             measure_network(name, args, args.out)
+    if args.predict_only:
+        return 0
     print(write_summary(args.out))
     return 0
 

@@ -65,6 +65,9 @@ def test_quick_calibration_is_plausible(quick_spec):
     assert raw["fma"]["single_core"]["peak_gflops"] > 0
     assert raw["fma"]["peak_gflops"] == spec.peak_gflops
     assert raw["launch"]["launch_overhead_s"] == spec.launch_overhead_s
+    # A scalar expf call per element: measured, and never as cheap as a vector FMA lane.
+    assert raw["libm"]["libm_call_cycles"] == spec.libm_call_cycles
+    assert spec.libm_call_cycles > 2.0
     # The DRAM working set is far beyond the last cache.
     llc = max(m.size_bytes for m in spec.memory[:-1])
     assert raw["levels"]["DRAM"]["working_set_bytes"] >= 2 * llc

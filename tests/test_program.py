@@ -144,7 +144,9 @@ def test_every_workload_family_cpu_and_cuda(name):
         ps = summarize(sch.mod, kind)
         hw = HardwareSpec.from_target(target)
         est = estimate(ps, hw)
-        assert est.latency_s > 0 and est.latency_s < 10
+        # finite and below a minute: SFM:3's draw recomputes each row's exp
+        # for every output element (8.6e9 scalar expf calls, about 15 s on 4 cores)
+        assert est.latency_s > 0 and est.latency_s < 60
         assert all(r.units >= 1 for r in ps.regions)
         if kind == "gpu":
             assert all(r.threads_per_unit >= 1 for r in ps.regions)
@@ -299,3 +301,21 @@ def test_tensorized_block_counts_its_work():
     assert upd.useful_points == 4 * 2 * 4
     assert upd.ops_per_point == 128 and upd.fma_per_point == 64 and upd.vector_extent == 16
     assert ps.flops == summarize(dense_u8i8(), "cpu").flops == 2 * 4 * 32 * 16
+
+
+@pytest.mark.parametrize("fn,calls", [
+    (lambda x, y: te.exp(x - y), 1),           # softmax's exp
+    (lambda x, y: te.exp(x) + te.exp(y), 2),   # recomputed twice per point
+    (lambda x, y: te.tanh(x) * y, 1),           # GELU's tanh: one expf
+    (lambda x, y: te.sigmoid(x), 1),
+    (lambda x, y: te.sqrt(x) + y, 0),           # vsqrtps: no libm call
+    (lambda x, y: x * y + 1.0, 0),
+])
+def test_libm_calls_per_point(fn, calls):
+    """The intrinsics TVM's LLVM codegen emits as scalar libm calls
+    (scripts/check_libm_calls.py reads them off the assembly) are counted per point."""
+    x = te.placeholder((64,), name="X")
+    y = te.placeholder((64,), name="Y")
+    out = te.compute((64,), lambda i: fn(x[i], y[i]), name="O")
+    b = summarize(tvm.IRModule({"main": te.create_prim_func([x, y, out])}), "cpu").blocks[0]
+    assert b.libm_calls_per_point == calls

@@ -54,6 +54,7 @@ def format_table(spec, default) -> str:
     rows.append(("  one core alone", f"{default.core_peak_gflops(1):.1f}", f"{spec.core_peak_gflops(1):.1f}"))
     rows.append(("launch overhead us", f"{default.launch_overhead_s * 1e6:.2f}",
                  f"{spec.launch_overhead_s * 1e6:.2f}"))
+    rows.append(("libm call cycles", f"{default.libm_call_cycles:.1f}", f"{spec.libm_call_cycles:.1f}"))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = [f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}" for r in rows]
     lines.insert(1, "-" * len(lines[0]))

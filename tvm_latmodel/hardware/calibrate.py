@@ -28,6 +28,12 @@ that TVM builds for the host target and times with ``time_evaluator``:
     An (almost) empty parallel kernel, one element per core; its time is the
     fixed cost of a packed call plus a parallel region, ``launch_overhead_s``.
 
+``libm``
+    ``B[i] = exp(A[i])`` on one core, vectorized as TVM would: LLVM emits one
+    scalar ``expf`` call per element. Its time per element, in cycles of the
+    clock the single-core peak implies (``peak / (2 * fma_pipes * lanes)``,
+    the clock the model converts with), is ``libm_call_cycles``.
+
 The cache sizes and vector width stay those of :meth:`HardwareSpec.from_target`;
 the raw timings go into ``spec.extra["calibration"]``. :func:`calibrate_host`
 only calibrates an LLVM target whose ``mcpu`` is this machine's CPU;
@@ -64,6 +70,8 @@ _DRAM_LLC_MULTIPLE = {False: 8, True: 4}
 #: Seconds one kernel run should last (so the launch overhead is negligible),
 #: milliseconds of runs per timed repeat, and timed repeats (the best is kept).
 _RUN_S = {False: 4e-3, True: 2e-3}
+# Elements of the libm kernel: about 0.1 ms at 7 ns each.
+_LIBM_POINTS = 16384
 _MIN_REPEAT_MS = {False: 100, True: 25}
 _REPEATS = {False: 5, True: 3}
 
@@ -178,6 +186,20 @@ def _launch_func(cores: int):
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
     (p,) = sch.get_loops(sch.get_sblock("B"))
     sch.parallel(p)
+    return sch.mod["main"]
+
+
+def _libm_func(points: int, lanes: int):
+    """``B[i] = exp(A[i])``, vectorized by ``lanes``: one scalar libm call per element."""
+    import tvm
+    from tvm import te
+
+    a = te.placeholder((points,), "float32", name="A")
+    b = te.compute((points,), lambda i: te.exp(a[i]), name="B")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
+    (i,) = sch.get_loops(sch.get_sblock("B"))
+    _, inner = sch.split(i, [None, lanes])
+    sch.vectorize(inner)
     return sch.mod["main"]
 
 
@@ -395,6 +417,7 @@ def _calibrate(target, load, *, quick: bool, progress: bool, local: bool, extra_
     funcs["fma"] = _fma_func(cores, _FMA_DEPTH, _FMA_ROWS, lanes, fma_repeats)
     funcs["fma_1core"] = _fma_func(1, _FMA_DEPTH, _FMA_ROWS, lanes, fma_repeats)
     funcs["launch"] = _launch_func(cores)
+    funcs["libm"] = _libm_func(_LIBM_POINTS, lanes)
     mod = tvm.IRModule({name: f.with_attr("global_symbol", name) for name, f in funcs.items()})
     _progress(progress, f"building {len(funcs)} kernels for {target.attrs.get('mcpu')} x{cores}")
     rt_mod, dev = load(tvm.compile(mod, target=target))
@@ -471,6 +494,17 @@ def _calibrate(target, load, *, quick: bool, progress: bool, local: bool, extra_
     # Alone, a core gets at least its share and at most the whole level.
     corrected_single = [min(max(s1, bw / cores), bw) for s1, bw in zip(corrected_single, corrected)]
     single_peak = min(max(single_peak, peak_gflops / cores), peak_gflops)
+
+    # ---- a scalar libm call per element (exp, log, erf, pow, tanh, sigmoid)
+    x = tvm.runtime.tensor(np.full(_LIBM_POINTS, 0.5, dtype="float32"), dev)
+    y = tvm.runtime.empty((_LIBM_POINTS,), "float32", dev)
+    libm_s, libm_times = _best_time_s(rt_mod, "libm", dev, (x, y), quick=quick)
+    core_hz = single_peak * 1e9 / (2 * default.fma_pipes * lanes)
+    libm_cycles = min(max(libm_s / _LIBM_POINTS * core_hz, 1.0), 1000.0)
+    raw["libm"] = {"points": _LIBM_POINTS, "times_s": libm_times, "core_hz": core_hz,
+                   "libm_call_cycles": libm_cycles}
+    _progress(progress, f"libm call (expf): {libm_s / _LIBM_POINTS * 1e9:.2f} ns per element, "
+                        f"{libm_cycles:.1f} cycles")
     raw["warnings"] = warn_messages
     raw["duration_s"] = time.perf_counter() - start
     raw["defaults"] = {
@@ -488,6 +522,7 @@ def _calibrate(target, load, *, quick: bool, progress: bool, local: bool, extra_
         single_core_peak_gflops=float(single_peak),
         memory=memory,
         launch_overhead_s=float(launch_s),
+        libm_call_cycles=float(libm_cycles),
         source="calibrated",
         extra={**default.extra, "calibration": raw},
     )

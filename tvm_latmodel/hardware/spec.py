@@ -159,6 +159,14 @@ class HardwareSpec:
     single_core_peak_gflops : float
         FP32 GFLOP/s of one core running alone (turbo), measured by
         ``calibrate``; ``0`` means ``peak_gflops / parallel_units``.
+    libm_call_cycles : float
+        Core cycles per element of a loop that calls a scalar libm function
+        (``expf``, ``logf``, ``erff``, ``powf``), which is how TVM's LLVM CPU
+        codegen emits ``exp``, ``log``, ``erf``, ``pow``, ``tanh`` and
+        ``sigmoid``. The default, 18, was measured on this project's Zen 3
+        (glibc 2.36: ``expf`` 7.3 ns, ``logf`` 7.6 ns, ``erff`` 8.3 ns,
+        ``powf`` 5.6 ns per element at 2.45 GHz, ``scripts/check_libm_calls.py``);
+        ``calibrate`` measures it on the machine at hand.
     """
 
     name: str
@@ -181,6 +189,7 @@ class HardwareSpec:
     add_pipes: int = 2
     vector_stores_per_cycle: int = 1
     single_core_peak_gflops: float = 0.0
+    libm_call_cycles: float = 18.0
 
     def __post_init__(self):
         # Every field is checked here, so a spec from code, a preset or a file
@@ -212,6 +221,7 @@ class HardwareSpec:
         for name in ("vector_registers", "fma_latency_cycles", "fma_pipes", "add_pipes",
                      "vector_stores_per_cycle"):
             _check_int(f"HardwareSpec.{name}", getattr(self, name), 1, 1024)
+        _check_real("HardwareSpec.libm_call_cycles", self.libm_call_cycles, 1.0, 1000.0)
         if self.single_core_peak_gflops != 0:
             _check_real("HardwareSpec.single_core_peak_gflops", self.single_core_peak_gflops, *_RATE_RANGE)
 

@@ -29,6 +29,12 @@ named in ``tvm-latmodel explain``:
 * **instruction mix** (:func:`instruction_mix_factor`, CPU): add, max and
   min kernels against their own peak (one operation per instruction on the
   add pipes), not the FMA peak that counts two.
+* **scalar libm calls** (CPU): TVM's LLVM codegen emits ``exp``, ``log``,
+  ``erf``, ``pow``, ``tanh`` and ``sigmoid`` as one scalar libm call per
+  element (:data:`~tvm_latmodel.model.indexing.LIBM_CALLS`); such a block
+  runs scalar and pays ``HardwareSpec.libm_call_cycles`` per call (measured
+  by ``calibrate``) instead of FLOP-equivalents. A softmax that recomputes
+  its ``exp`` in two blocks pays it twice.
 * **parallel scaling** (CPU, :meth:`HardwareSpec.core_peak_gflops`,
   :meth:`HardwareSpec.core_bandwidth_gbps`): a region whose units fill
   fewer cores than the machine has gives each core what one core gets
@@ -59,6 +65,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..hardware import HardwareSpec
+from .indexing import CALL_OPS
 from .program import BlockSummary, ProgramSummary, Region
 
 # The CPU's microarchitecture (vector registers, FMA latency and pipes, add
@@ -394,7 +401,9 @@ def _unit_level(block: BlockSummary, gpu: bool) -> int:
 def _cpu_efficiency(b: BlockSummary, lanes: int, hw: HardwareSpec) -> float:
     """Fraction of a core's peak one CPU block reaches: lanes x chains x
     register tile x instruction mix."""
-    if b.vector_extent > 1 and b.vector_gathers:
+    if b.libm_calls_per_point > 0:
+        vec, eff = 1, 1.0 / lanes  # a scalar libm call per element keeps the loop scalar
+    elif b.vector_extent > 1 and b.vector_gathers:
         vec, eff = 1, gather_efficiency(lanes, b.vector_gathers)  # runs lane by lane
     elif b.vector_extent > 1:
         vec, eff = b.vector_extent, lane_efficiency(b.vector_extent, lanes)
@@ -462,6 +471,13 @@ def _region_terms(region: Region, hw: HardwareSpec, warm: bool = False) -> Regio
         else:
             eff = _cpu_efficiency(b, lanes, hw)
         executed = b.work_points * b.ops_per_point
+        if not gpu and b.libm_calls_per_point > 0:
+            # The calls' own cost (measured cycles per element, at the
+            # core's clock: its peak over the FLOP one cycle can issue) in
+            # place of their FLOP-equivalents.
+            executed = b.work_points * max(0.0, b.ops_per_point - CALL_OPS * b.libm_calls_per_point)
+            core_hz = peak_per_slot / (2 * hw.fma_pipes * hw.lanes(32))
+            compute_s += b.work_points * b.libm_calls_per_point * hw.libm_call_cycles / core_hz / units
         if executed > 0:
             compute_s += executed / units / (peak_per_slot * eff)
             lane_w += executed

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 import tvm
 
-from .indexing import _bits, _compile, _count_fma, _count_ops, _interval, _stride_along, _strides, _vars_of
+from .indexing import _bits, _compile, _count_fma, _count_libm, _count_ops, _interval, _stride_along, _strides, _vars_of
 
 # TVM's UnrollLoop default auto_max_depth: at most this many unrolled loops
 # nested below a loop that is itself auto-unrolled.
@@ -110,6 +110,7 @@ class BlockSummary:
     auto_vector_extent: int = 0
     chain_length: float = 0.0
     fma_per_point: float = 0.0
+    libm_calls_per_point: float = 0.0
 
     @property
     def innermost_loop(self) -> int:
@@ -357,6 +358,7 @@ class _Walker:
             work *= lp.extent
         ops = _count_ops(store.value) if store is not None else 0.0
         fmas = _count_fma(store.value) if store is not None else 0.0
+        libm = _count_libm(store.value) if store is not None else 0.0
         vec, vec_level = 0, -1
         for j in range(len(loops) - 1, -1, -1):
             if loops[j].kind == "vectorized":
@@ -460,7 +462,7 @@ class _Walker:
             name=str(blk.name_hint), region=region, loops=tuple(loops), work_points=work,
             useful_points=useful, ops_per_point=ops, vector_extent=vec, dtype_bits=store_bits,
             accesses=tuple(accesses), reduce_level=reduce_level, vector_gathers=gathers,
-            chain_length=float(chain if reduce_level else 0), fma_per_point=fmas))
+            chain_length=float(chain if reduce_level else 0), fma_per_point=fmas, libm_calls_per_point=libm))
         self.block_vars.append(tuple(var_ids))
 
     def finish(self) -> None:
