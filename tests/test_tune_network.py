@@ -12,6 +12,7 @@ import io
 import json
 import math
 import os
+import types
 import warnings
 
 import numpy as np
@@ -319,3 +320,45 @@ def test_tune_network_end_to_end_json(toy_registered, tmp_path, capsys):
     summary = text.getvalue().splitlines()
     assert len(summary) == len(SUMMARY_LABELS)
     assert all(line.startswith(label) for line, label in zip(summary, SUMMARY_LABELS))
+
+
+# --- a tuned schedule that computes something else never runs -------------------------------
+
+
+def test_a_tuned_schedule_whose_output_differs_is_replaced_by_the_untuned_loop_nest(monkeypatch):
+    """choose_kernels runs the tuned schedule and the untuned loop nest on the same inputs; when
+    their outputs differ it warns and keeps the untuned one, even if the tuned one is faster."""
+    import tvm_latmodel.networks.kernels as kernels
+
+    target = host_target()
+    network = make_network("toy", ToyNet(), {})
+    workloads = [w for w in distinct_workloads(prepare_network(network, plan="default", target=target).tasks)
+                 if not w.reshape_only]
+    class _Record:
+        run_secs = [1e-9]  # "faster" than anything
+
+    class _Database:  # the two queries choose_kernels makes
+        def query_tuning_record(self, mod, target, name):
+            return _Record()
+
+        def query_schedule(self, mod, target, name):
+            # the workload itself, tagged with its name as "tuned"
+            return types.SimpleNamespace(mod=tvm.s_tir.Schedule(mod).mod.with_attr("test_tuned", name))
+
+    real = kernels.run_kernel
+
+    def corrupt_first(mod, target, **timer):
+        seconds, outputs = real(mod, target, **timer)
+        attrs = mod.attrs
+        if attrs is not None and "test_tuned" in attrs and str(attrs["test_tuned"]) == workloads[0].name:
+            outputs = [o + 1.0 for o in outputs]  # a wrong schedule
+        return seconds, outputs
+
+    monkeypatch.setattr(kernels, "run_kernel", corrupt_first)
+    with pytest.warns(UserWarning, match="differs from the untuned loop nest"):
+        choices = kernels.choose_kernels(workloads, _Database(), target)
+    first, rest = choices[0], choices[1:]
+    assert first.source == "untuned" and first.mismatch_error == pytest.approx(1.0, rel=1e-6)
+    assert first.latency_us == first.untuned_us
+    # the others compute the same thing as their loop nest: no false alarm
+    assert rest and all(c.mismatch_error is None and c.untuned_us > 0 for c in rest)

@@ -11,6 +11,7 @@ Reshape-only workloads become views when compiled: nothing runs for them.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -85,12 +86,18 @@ def distinct_workloads(tasks: list[StageTask]) -> list[Workload]:
     return out
 
 
-def time_kernel_s(mod: tvm.IRModule, target, *, number: int = 3, repeat: int = 1,
-                  min_repeat_ms: int = 50) -> float:
-    """Latency of a ``{"main": PrimFunc}`` module (scheduled or not), built and timed here.
+#: Per-kernel output check, as the network's: ``|tuned - untuned| <= ATOL * max(1, max|untuned|) + RTOL * |untuned|``.
+KERNEL_RTOL, KERNEL_ATOL = 1e-3, 1e-4
 
-    Timed with the runner's settings (:func:`tvm_latmodel.measure.local_runner`)
-    on random float inputs (zeros for other dtypes).
+
+def run_kernel(mod: tvm.IRModule, target, *, number: int = 3, repeat: int = 1,
+               min_repeat_ms: int = 50) -> tuple[float, list[np.ndarray]]:
+    """Build a ``{"main": PrimFunc}`` module (scheduled or not), run it once and time it.
+
+    The inputs are seeded random floats (zeros for other dtypes), the same for
+    every module with the same arguments, so the outputs of a tuned schedule
+    and of its untuned loop nest can be compared. Timed with the runner's
+    settings (:func:`tvm_latmodel.measure.local_runner`).
 
     Parameters
     ----------
@@ -102,8 +109,8 @@ def time_kernel_s(mod: tvm.IRModule, target, *, number: int = 3, repeat: int = 1
 
     Returns
     -------
-    float
-        Mean seconds per call.
+    (float, list of numpy.ndarray)
+        Mean seconds per call, and every argument after one call.
     """
     lib = tvm.compile(mod, target=target)
     device = tvm.cpu()
@@ -112,8 +119,27 @@ def time_kernel_s(mod: tvm.IRModule, target, *, number: int = 3, repeat: int = 1
                                if "float" in info.dtype else np.zeros([int(s) for s in info.shape], info.dtype),
                                device)
             for info in ms.arg_info.ArgInfo.from_prim_func(mod["main"])]
+    lib.mod["main"](*args)
+    outputs = [a.numpy() for a in args]
     timer = lib.mod.time_evaluator("main", device, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
-    return float(timer(*args).mean)
+    return float(timer(*args).mean), outputs
+
+
+def time_kernel_s(mod: tvm.IRModule, target, **timer) -> float:
+    """Mean seconds per call of a ``{"main": PrimFunc}`` module (:func:`run_kernel`)."""
+    return run_kernel(mod, target, **timer)[0]
+
+
+def outputs_match(tuned: list[np.ndarray], untuned: list[np.ndarray]) -> tuple[bool, float]:
+    """Whether a tuned kernel's arguments after a call match the untuned one's; the max |error|."""
+    error, ok = 0.0, True
+    for t, u in zip(tuned, untuned):
+        t, u = np.asarray(t, dtype=float), np.asarray(u, dtype=float)
+        if t.size:
+            error = max(error, float(np.nanmax(np.abs(t - u))))
+        scale = max(1.0, float(np.nanmax(np.abs(u)))) if u.size else 1.0
+        ok = ok and bool(np.allclose(t, u, rtol=KERNEL_RTOL, atol=KERNEL_ATOL * scale, equal_nan=True))
+    return ok, error
 
 
 @dataclass
@@ -142,6 +168,9 @@ class KernelChoice:
     tuned_retimed_us, untuned_us : float or None
         The best schedule and the untuned loop nest, both timed here after
         tuning, on an idle search: the fair pair that decides ``source``.
+    mismatch_error : float or None
+        When the best schedule's outputs differ from the untuned loop nest's
+        on the same inputs: the max |error| (the untuned loop nest runs).
     """
 
     name: str
@@ -153,6 +182,7 @@ class KernelChoice:
     tuned_us: float | None
     tuned_retimed_us: float | None
     untuned_us: float | None
+    mismatch_error: float | None = None
 
     @property
     def retimed_us(self) -> float:
@@ -166,12 +196,16 @@ class KernelChoice:
 
 
 def choose_kernels(workloads: list[Workload], database, target, *, progress=None) -> list[KernelChoice]:
-    """Per workload: the database's best schedule, unless TVM's untuned loop nest is faster.
+    """Per workload: the database's best schedule, unless TVM's untuned loop nest is faster
+    or the schedule computes something else.
 
     MetaSchedule's CPU design space always parallelizes; for a tiny kernel
     the thread pool's wake-up costs more than the work, and a short search
     may find nothing faster than the default serial loop nest. Both are timed
-    here, in the same conditions, and the faster one runs.
+    here, in the same conditions, and the faster one runs. Both are also run
+    on the same random inputs: a tuned schedule whose outputs differ from the
+    untuned loop nest's (:func:`outputs_match`) is never used, with a warning
+    (``source`` is then ``untuned`` and ``mismatch_error`` the max |error|).
 
     Parameters
     ----------
@@ -194,10 +228,11 @@ def choose_kernels(workloads: list[Workload], database, target, *, progress=None
 
     def timed_us(mod, what):
         try:
-            return time_kernel_s(mod, target) * 1e6
+            seconds, outputs = run_kernel(mod, target)
+            return seconds * 1e6, outputs
         except Exception as err:  # noqa: BLE001 - the other measurement still stands
             say(f"[tune-network] could not time {what}: {_first_line(err)}")
-            return None
+            return None, None
 
     out = []
     for workload in workloads:
@@ -205,7 +240,7 @@ def choose_kernels(workloads: list[Workload], database, target, *, progress=None
         for task in workload.stage_tasks:
             calls[task.stage] = calls.get(task.stage, 0) + task.weight
         prim_funcs = tuple(dict.fromkeys(p for t in workload.stage_tasks for p in t.prim_funcs))
-        tuned_us = tuned_retimed_us = untuned_us = None
+        tuned_us = tuned_retimed_us = untuned_us = mismatch = None
         if workload.reshape_only:
             source, latency_us = "view", 0.0
         else:
@@ -214,14 +249,22 @@ def choose_kernels(workloads: list[Workload], database, target, *, progress=None
             if tuned_s is not None:
                 tuned_us = tuned_s * 1e6
                 schedule = database.query_schedule(workload.mod, target, workload.name)
-                tuned_retimed_us = timed_us(schedule.mod, f"{workload.name} tuned")
-            untuned_us = timed_us(workload.mod, f"{workload.name} untuned")
+                tuned_retimed_us, tuned_out = timed_us(schedule.mod, f"{workload.name} tuned")
+            untuned_us, untuned_out = timed_us(workload.mod, f"{workload.name} untuned")
             tuned_here = tuned_retimed_us if tuned_retimed_us is not None else tuned_us
-            if tuned_here is not None and (untuned_us is None or tuned_here <= untuned_us):
+            if tuned_retimed_us is not None and untuned_out is not None:
+                ok, error = outputs_match(tuned_out, untuned_out)
+                if not ok:
+                    mismatch = error
+                    warnings.warn(f"{workload.name}: the tuned schedule's output differs from the untuned loop "
+                                  f"nest's (max |error| {error:.3g}); using the untuned loop nest", stacklevel=2)
+                    say(f"[tune-network] {workload.name}: tuned schedule's output differs (max |error| "
+                        f"{error:.3g}); the untuned loop nest runs instead")
+            if mismatch is None and tuned_here is not None and (untuned_us is None or tuned_here <= untuned_us):
                 source, latency_us = "tuned", tuned_us
             else:
                 source, latency_us = "untuned", untuned_us if untuned_us is not None else math.nan
         out.append(KernelChoice(name=workload.name, weight=workload.weight, calls=calls, prim_funcs=prim_funcs,
                                 source=source, latency_us=latency_us, tuned_us=tuned_us, tuned_retimed_us=tuned_retimed_us,
-                                untuned_us=untuned_us))
+                                untuned_us=untuned_us, mismatch_error=mismatch))
     return out
