@@ -10,6 +10,12 @@ same search per kernel), and compared by their best measured latencies:
 
     measured gain = sum(best of each split kernel) - best of the fused kernel
 
+Each form's latency is that of its best schedule whose outputs match the
+untuned loop nest's on the same random inputs (``best_correct``): MetaSchedule
+does not check what a schedule computes, and TVM 0.27 produces wrong
+schedules of some fused kernels. ``--verify-existing`` applies this check to
+decisions measured before it existed.
+
 A decision is right when its sign matches the measured gain's (fuse when
 fusing measured faster, split otherwise). Each decision's JSON is written to
 ``OUT/decisions/`` as soon as it is measured, so a stopped run resumes;
@@ -49,6 +55,74 @@ def _tune(mod, target, work_dir: str, trials: int, seed: int, label: str) -> dic
                            workload_name=label, progress=True)
     return {"best_s": report.best_latency_s, "trials_measured": report.trials_measured,
             "trials_failed": report.trials_failed, "wall_s": report.wall_s}
+
+
+def best_correct(work_dir: str, target) -> dict:
+    """The fastest record of a tuning database whose outputs match the untuned loop nest's.
+
+    MetaSchedule times a schedule without checking what it computes. TVM 0.27
+    can produce wrong schedules of fused kernels (seen on fused conv -> conv:
+    ``reverse_compute_at`` of the second conv's padding leaves its border
+    unwritten, so it reads uninitialized memory). Records are run in order of
+    measured latency on the same random inputs as the untuned loop nest
+    (:func:`tvm_latmodel.networks.kernels.run_kernel`) until one matches.
+    """
+    import numpy as np
+
+    from tvm_latmodel.networks.kernels import outputs_match, run_kernel
+    from tvm_latmodel.replay import load_database
+
+    (task,) = load_database(work_dir)
+    _, reference = run_kernel(task.mod, target, number=1, min_repeat_ms=1)
+    wrong = []
+    for i in np.argsort(task.latencies_s):
+        _, outputs = run_kernel(task.records[i].schedule.mod, target, number=1, min_repeat_ms=1)
+        ok, error = outputs_match(outputs, reference)
+        if ok:
+            return {"best_correct_s": float(task.latencies_s[i]), "wrong_faster": wrong}
+        wrong.append({"latency_s": float(task.latencies_s[i]), "max_abs_error": error})
+    return {"best_correct_s": None, "wrong_faster": wrong}
+
+
+def apply_verification(record: dict, work: str, target) -> None:
+    """Measured gain from each form's best correct schedule (the raw best kept as ``measured_*_raw_us``)."""
+    fused = best_correct(os.path.join(work, "fused"), target)
+    split = [best_correct(os.path.join(work, f"split{i}"), target) for i in range(len(record["split"]))]
+    record["verified"] = {"fused_wrong_faster": len(fused["wrong_faster"]),
+                          "split_wrong_faster": [len(s["wrong_faster"]) for s in split]}
+    if "measured_fused_us" in record and "measured_fused_raw_us" not in record:
+        record["measured_fused_raw_us"] = record["measured_fused_us"]
+        record["measured_split_raw_us"] = record["measured_split_us"]
+    if fused["best_correct_s"] is None or any(s["best_correct_s"] is None for s in split):
+        record["failed"] = "a form has no schedule whose output matches its untuned loop nest"
+        for key in ("measured_fused_us", "measured_split_us", "measured_gain_us", "measured_decision", "correct"):
+            record.pop(key, None)
+        return
+    split_s = sum(s["best_correct_s"] for s in split)
+    record["measured_fused_us"] = fused["best_correct_s"] * 1e6
+    record["measured_split_us"] = split_s * 1e6
+    record["measured_gain_us"] = (split_s - fused["best_correct_s"]) * 1e6
+    record["measured_decision"] = "fuse" if split_s > fused["best_correct_s"] else "split"
+    record["correct"] = record["measured_decision"] == record["decision"]
+
+
+def verify_existing(out: str, target, say) -> None:
+    """Verify the decisions already measured under OUT (their databases in OUT/work_dirs)."""
+    folder = os.path.join(out, "decisions")
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        with open(path) as f:
+            record = json.load(f)
+        if "verified" in record or "split" not in record:
+            continue
+        work = os.path.join(out, "work_dirs", f"{record['network']}-{_slug(record['group'])}")
+        apply_verification(record, work, target)
+        with open(path + ".tmp", "w") as f:
+            json.dump(record, f, indent=1)
+        os.replace(path + ".tmp", path)
+        say(f"[decisions] verified {record['network']} {record['group']}: wrong schedules faster than the best "
+            f"correct one: fused {record['verified']['fused_wrong_faster']}, split "
+            f"{record['verified']['split_wrong_faster']}")
 
 
 def measure_network(name: str, args, out: str) -> None:
@@ -100,12 +174,7 @@ def measure_network(name: str, args, out: str) -> None:
             record["fused"] = fused
             record["split"] = split
             if fused["best_s"] is not None and all(s["best_s"] is not None for s in split):
-                split_s = sum(s["best_s"] for s in split)
-                record["measured_fused_us"] = fused["best_s"] * 1e6
-                record["measured_split_us"] = split_s * 1e6
-                record["measured_gain_us"] = (split_s - fused["best_s"]) * 1e6
-                record["measured_decision"] = "fuse" if split_s > fused["best_s"] else "split"
-                record["correct"] = record["measured_decision"] == g.decision
+                apply_verification(record, work, target)
             else:
                 record["failed"] = "a form had no valid measurement"
         record["wall_s"] = time.time() - start
@@ -136,14 +205,20 @@ def write_summary(out: str) -> str:
                          f"{r['unfused_predicted_us']:.1f} | failed: {r.get('failed', '')} | "
                          f"{r['predicted_gain_us']:+.1f} | – | {r['decision']} | – | – |")
             continue
+        v = r.get("verified", {})
+        wrong = v.get("fused_wrong_faster", 0) + sum(v.get("split_wrong_faster", []))
+        raw = (f" (raw {r['measured_fused_raw_us']:.1f} / {r['measured_split_raw_us']:.1f}, {wrong} wrong faster)"
+               if wrong else "")
         lines.append(f"| {r['network']} | {r['group']} | {r['stage']} | {r['predicted_us']:.1f} / "
-                     f"{r['unfused_predicted_us']:.1f} | {r['measured_fused_us']:.1f} / {r['measured_split_us']:.1f} "
-                     f"| {r['predicted_gain_us']:+.1f} | {r['measured_gain_us']:+.1f} | {r['decision']} "
+                     f"{r['unfused_predicted_us']:.1f} | {r['measured_fused_us']:.1f} / {r['measured_split_us']:.1f}"
+                     f"{raw} | {r['predicted_gain_us']:+.1f} | {r['measured_gain_us']:+.1f} | {r['decision']} "
                      f"| {r['measured_decision']} | {'yes' if r['correct'] else 'no'} |")
     right = sum(r["correct"] for r in done)
     lines.append("")
     lines.append(f"Decisions right: {right} of {len(done)}" + (f" ({right / len(done):.0%})" if done else "")
-                 + f"; {len(records) - len(done)} failed to measure.")
+                 + f"; {len(records) - len(done)} failed to measure. Measured latencies are each form's best "
+                 "schedule whose outputs match its untuned loop nest (`raw`: the best measured, when a wrong "
+                 "schedule was faster).")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write(text)
@@ -185,6 +260,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/fusion_decisions")
     ap.add_argument("--report-only", action="store_true", help="rewrite summary.md and gains.png only")
+    ap.add_argument("--verify-existing", action="store_true",
+                    help="check the decisions already measured: each form's best schedule must compute what its "
+                         "untuned loop nest computes (the gain is recomputed from the best correct ones)")
     args = ap.parse_args()
     if args.trials < 1:
         ap.error("--trials must be at least 1")
@@ -194,7 +272,11 @@ def main() -> int:
     if unknown:
         ap.error(f"unknown network(s) {', '.join(unknown)}; known: {', '.join(list_networks())}")
     os.makedirs(args.out, exist_ok=True)
-    if not args.report_only:
+    if args.verify_existing:
+        from tvm_latmodel.targets import host_target
+
+        verify_existing(args.out, host_target(), lambda text: print(text, file=sys.stderr, flush=True))
+    elif not args.report_only:
         for name in args.networks:
             measure_network(name, args, args.out)
     if args.predict_only:
