@@ -57,6 +57,14 @@ def _tune(mod, target, work_dir: str, trials: int, seed: int, label: str) -> dic
             "trials_failed": report.trials_failed, "wall_s": report.wall_s}
 
 
+def _write_record(record: dict, path: str) -> None:
+    """Write one decision's JSON atomically (a stopped run never leaves half a file)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(record, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def best_correct(work_dir: str, target) -> dict:
     """The fastest record of a tuning database whose outputs match the untuned loop nest's.
 
@@ -117,9 +125,7 @@ def verify_existing(out: str, target, say) -> None:
             continue
         work = os.path.join(out, "work_dirs", f"{record['network']}-{_slug(record['group'])}")
         apply_verification(record, work, target)
-        with open(path + ".tmp", "w") as f:
-            json.dump(record, f, indent=1)
-        os.replace(path + ".tmp", path)
+        _write_record(record, path)
         say(f"[decisions] verified {record['network']} {record['group']}: wrong schedules faster than the best "
             f"correct one: fused {record['verified']['fused_wrong_faster']}, split "
             f"{record['verified']['split_wrong_faster']}")
@@ -178,10 +184,7 @@ def measure_network(name: str, args, out: str) -> None:
             else:
                 record["failed"] = "a form had no valid measurement"
         record["wall_s"] = time.time() - start
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path + ".tmp", "w") as f:
-            json.dump(record, f, indent=1)
-        os.replace(path + ".tmp", path)
+        _write_record(record, path)
         say(f"[decisions] {name} {g.name}: predicted {g.predicted_gain:+.1f} us ({g.decision}), "
             f"measured {record.get('measured_gain_us', float('nan')):+.1f} us "
             f"({record.get('measured_decision', record.get('failed'))})")
