@@ -46,8 +46,11 @@ def measure(n: int = 4096) -> list[dict]:
     b = tvm.runtime.tensor(np.zeros(n, "float32"), dev)
     A = te.placeholder((n,), name="A")
     rows = []
+    def elementwise(fn):
+        return te.compute((n,), lambda i: fn(A[i]), name="B")
+
     for name, fn in fns.items():
-        B = te.compute((n,), lambda i, fn=fn: fn(A[i]), name="B")
+        B = elementwise(fn)
         sch = tvm.s_tir.Schedule(te.create_prim_func([A, B]))
         (i,) = sch.get_loops(sch.get_sblock("B"))
         _, inner = sch.split(i, [None, 8])

@@ -323,23 +323,27 @@ def test_warm_last_level_cache_serves_programs_that_fit():
 
 def test_libm_calls_keep_the_block_scalar_and_cost_measured_cycles():
     """exp(x - y) over 4096 points on one core of 100 GFLOP/s, AVX-512 (16 lanes), 2 FMA pipes:
-    the core's clock is 100e9 / (2 * 2 * 16) = 1.5625 GHz; the call costs 18 cycles per
-    point; the subtract is 1 op, scalar (1/16 of the lanes) and an add (half the FMA
-    peak): 4096 * 18 / 1.5625e9 + 4096 * 1 * 16 * 2 / 100e9 seconds."""
+    the core's clock is 100e9 / (2 * 2 * 16) = 1.5625 GHz; the call costs 6 cycles per
+    point (the default: one expf); the subtract is 1 op, scalar (1/16 of the lanes) and
+    an add (half the FMA peak): 4096 * 6 / 1.5625e9 + 4096 * 1 * 16 * 2 / 100e9 seconds."""
     hw = cpu(cores=4, vector_bits=512, peak=400.0)
-    assert hw.libm_call_cycles == 18.0
+    assert hw.libm_call_cycles == 6.0
     n = 4096
     blk = BlockSummary(name="exp", region=0, loops=(Loop(n, "serial"),), work_points=n, useful_points=n,
                        ops_per_point=9.0, vector_extent=16, dtype_bits=32, accesses=(),
-                       libm_calls_per_point=1.0)
+                       libm_calls_per_point=1.0, libm_cost_per_point=1.0)
     est = estimate(ProgramSummary("cpu", (Region(0, 1, 1, 0.0, 0.0, (blk,)),), 0, {}), hw)
-    expected = n * 18 / 1.5625e9 + n * 1 * 16 * 2 / 100e9
+    expected = n * 6 / 1.5625e9 + n * 1 * 16 * 2 / 100e9
     assert est.regions[0].compute_s == pytest.approx(expected)
     # the same block without the call (9 vectorizable ops) is far faster
-    plain = dataclasses.replace(blk, libm_calls_per_point=0.0)
+    plain = dataclasses.replace(blk, libm_calls_per_point=0.0, libm_cost_per_point=0.0)
     est_plain = estimate(ProgramSummary("cpu", (Region(0, 1, 1, 0.0, 0.0, (plain,)),), 0, {}), hw)
     assert est_plain.regions[0].compute_s < expected / 10
     # a machine whose libm is twice as slow per call
-    slow = dataclasses.replace(hw, libm_call_cycles=36.0)
+    slow = dataclasses.replace(hw, libm_call_cycles=12.0)
     est_slow = estimate(ProgramSummary("cpu", (Region(0, 1, 1, 0.0, 0.0, (blk,)),), 0, {}), slow)
-    assert est_slow.regions[0].compute_s == pytest.approx(expected + n * 18 / 1.5625e9)
+    assert est_slow.regions[0].compute_s == pytest.approx(expected + n * 6 / 1.5625e9)
+    # erf instead of exp: one call costing 3.5 exp calls
+    erf = dataclasses.replace(blk, libm_cost_per_point=3.5)
+    est_erf = estimate(ProgramSummary("cpu", (Region(0, 1, 1, 0.0, 0.0, (erf,)),), 0, {}), hw)
+    assert est_erf.regions[0].compute_s == pytest.approx(expected + n * 2.5 * 6 / 1.5625e9)

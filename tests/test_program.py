@@ -303,15 +303,15 @@ def test_tensorized_block_counts_its_work():
     assert ps.flops == summarize(dense_u8i8(), "cpu").flops == 2 * 4 * 32 * 16
 
 
-@pytest.mark.parametrize("fn,calls", [
-    (lambda x, y: te.exp(x - y), 1),           # softmax's exp
-    (lambda x, y: te.exp(x) + te.exp(y), 2),   # recomputed twice per point
-    (lambda x, y: te.tanh(x) * y, 1),           # GELU's tanh: one expf
-    (lambda x, y: te.sigmoid(x), 1),
-    (lambda x, y: te.sqrt(x) + y, 0),           # vsqrtps: no libm call
-    (lambda x, y: x * y + 1.0, 0),
+@pytest.mark.parametrize("fn,calls,cost", [
+    (lambda x, y: te.exp(x - y), 1, 1.0),            # softmax's exp
+    (lambda x, y: te.exp(x) + te.exp(y), 2, 2.0),    # recomputed twice per point
+    (lambda x, y: te.tanh(x) * y, 1, 2.4),           # GELU's tanh: one expf and the formula around it
+    (lambda x, y: te.erf(x) + te.log(y), 2, 4.6),    # erff 3.5 + logf 1.1 expf-equivalents
+    (lambda x, y: te.sqrt(x) + y, 0, 0.0),           # vsqrtps: no libm call
+    (lambda x, y: x * y + 1.0, 0, 0.0),
 ])
-def test_libm_calls_per_point(fn, calls):
+def test_libm_calls_per_point(fn, calls, cost):
     """The intrinsics TVM's LLVM codegen emits as scalar libm calls
     (scripts/check_libm_calls.py reads them off the assembly) are counted per point."""
     x = te.placeholder((64,), name="X")
@@ -319,3 +319,4 @@ def test_libm_calls_per_point(fn, calls):
     out = te.compute((64,), lambda i: fn(x[i], y[i]), name="O")
     b = summarize(tvm.IRModule({"main": te.create_prim_func([x, y, out])}), "cpu").blocks[0]
     assert b.libm_calls_per_point == calls
+    assert b.libm_cost_per_point == pytest.approx(cost)

@@ -160,12 +160,12 @@ class HardwareSpec:
         FP32 GFLOP/s of one core running alone (turbo), measured by
         ``calibrate``; ``0`` means ``peak_gflops / parallel_units``.
     libm_call_cycles : float
-        Core cycles per element of a loop that calls a scalar libm function
-        (``expf``, ``logf``, ``erff``, ``powf``), which is how TVM's LLVM CPU
-        codegen emits ``exp``, ``log``, ``erf``, ``pow``, ``tanh`` and
-        ``sigmoid``. The default, 18, was measured on this project's Zen 3
-        (glibc 2.36: ``expf`` 7.3 ns, ``logf`` 7.6 ns, ``erff`` 8.3 ns,
-        ``powf`` 5.6 ns per element at 2.45 GHz, ``scripts/check_libm_calls.py``);
+        Core cycles per element of a loop that calls ``expf``, which is how
+        TVM's LLVM CPU codegen emits ``exp`` (one scalar libm call per
+        element; ``log``, ``erf``, ``pow``, ``tanh`` and ``sigmoid`` cost their
+        measured multiple of it, :data:`tvm_latmodel.model.indexing.LIBM_CALLS`).
+        The default, 6, was measured on this project's Zen 3 with glibc 2.36,
+        idle: 2.3–2.5 ns per element at 2.45 GHz (``scripts/check_libm_calls.py``);
         ``calibrate`` measures it on the machine at hand.
     """
 
@@ -189,7 +189,7 @@ class HardwareSpec:
     add_pipes: int = 2
     vector_stores_per_cycle: int = 1
     single_core_peak_gflops: float = 0.0
-    libm_call_cycles: float = 18.0
+    libm_call_cycles: float = 6.0
 
     def __post_init__(self):
         # Every field is checked here, so a spec from code, a preset or a file

@@ -130,10 +130,13 @@ CALL_OPS = 8
 # per element (``expf``, ``logf``, ``erff``, ``powf``; ``tanh`` and
 # ``sigmoid`` are legalized around one ``expf``): LLVM has no vector variant
 # without a vector math library, so the loop stays scalar even when TVM
-# vectorizes it. Read off the assembly by ``scripts/check_libm_calls.py``;
-# ``sqrt`` and ``rsqrt`` compile to vector instructions and are not here.
+# vectorizes it. Each with its cost per element relative to ``exp`` (glibc
+# 2.36 on Zen 3, idle machine: exp 5.8, log 6.6, sigmoid 6.9, tanh 13.8, pow
+# 13.9, erf 20.5 cycles), read off the assembly and timed by
+# ``scripts/check_libm_calls.py``; ``HardwareSpec.libm_call_cycles`` is the
+# cost of one ``exp``. ``sqrt`` and ``rsqrt`` are vector instructions, not here.
 # Matched on the op's name after its namespace (``tirx.exp`` in 0.27, ``tir.exp`` before).
-LIBM_CALLS = frozenset({"exp", "log", "erf", "pow", "tanh", "sigmoid"})
+LIBM_CALLS = {"exp": 1.0, "log": 1.1, "sigmoid": 1.2, "tanh": 2.4, "pow": 2.4, "erf": 3.5}
 
 
 def _count_ops(expr) -> float:
@@ -155,19 +158,23 @@ def _count_ops(expr) -> float:
     return 0.0
 
 
-def _count_libm(expr) -> float:
-    """Scalar libm calls (:data:`LIBM_CALLS`) one evaluation of ``expr`` makes."""
+def _count_libm(expr) -> tuple[float, float]:
+    """Scalar libm calls (:data:`LIBM_CALLS`) one evaluation of ``expr`` makes,
+    and their cost in ``exp`` calls."""
     name = type(expr).__name__
     if name in _OPS:
-        return _count_libm(expr.a) + _count_libm(expr.b)
-    if name == "Cast":
-        return _count_libm(expr.value)
-    if name == "Select":
-        return _count_libm(expr.condition) + _count_libm(expr.true_value) + _count_libm(expr.false_value)
-    if name == "Call":
+        parts = (_count_libm(expr.a), _count_libm(expr.b))
+    elif name == "Cast":
+        parts = (_count_libm(expr.value),)
+    elif name == "Select":
+        parts = (_count_libm(expr.condition), _count_libm(expr.true_value), _count_libm(expr.false_value))
+    elif name == "Call":
         op = str(expr.op.name) if hasattr(expr.op, "name") else ""
-        return (1.0 if op.rsplit(".", 1)[-1] in LIBM_CALLS else 0.0) + sum(_count_libm(a) for a in expr.args)
-    return 0.0
+        cost = LIBM_CALLS.get(op.rsplit(".", 1)[-1])
+        parts = ((1.0, cost) if cost else (0.0, 0.0),) + tuple(_count_libm(a) for a in expr.args)
+    else:
+        return 0.0, 0.0
+    return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
 def _count_fma(expr) -> float:

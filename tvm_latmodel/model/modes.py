@@ -32,9 +32,10 @@ named in ``tvm-latmodel explain``:
 * **scalar libm calls** (CPU): TVM's LLVM codegen emits ``exp``, ``log``,
   ``erf``, ``pow``, ``tanh`` and ``sigmoid`` as one scalar libm call per
   element (:data:`~tvm_latmodel.model.indexing.LIBM_CALLS`); such a block
-  runs scalar and pays ``HardwareSpec.libm_call_cycles`` per call (measured
-  by ``calibrate``) instead of FLOP-equivalents. A softmax that recomputes
-  its ``exp`` in two blocks pays it twice.
+  runs scalar and pays ``HardwareSpec.libm_call_cycles`` per ``exp``
+  (measured by ``calibrate``; other functions by their measured ratio to
+  ``exp``) instead of FLOP-equivalents. A softmax that recomputes its ``exp``
+  in two blocks pays it twice.
 * **parallel scaling** (CPU, :meth:`HardwareSpec.core_peak_gflops`,
   :meth:`HardwareSpec.core_bandwidth_gbps`): a region whose units fill
   fewer cores than the machine has gives each core what one core gets
@@ -477,7 +478,7 @@ def _region_terms(region: Region, hw: HardwareSpec, warm: bool = False) -> Regio
             # place of their FLOP-equivalents.
             executed = b.work_points * max(0.0, b.ops_per_point - CALL_OPS * b.libm_calls_per_point)
             core_hz = peak_per_slot / (2 * hw.fma_pipes * hw.lanes(32))
-            compute_s += b.work_points * b.libm_calls_per_point * hw.libm_call_cycles / core_hz / units
+            compute_s += b.work_points * b.libm_cost_per_point * hw.libm_call_cycles / core_hz / units
         if executed > 0:
             compute_s += executed / units / (peak_per_slot * eff)
             lane_w += executed

@@ -111,6 +111,7 @@ class BlockSummary:
     chain_length: float = 0.0
     fma_per_point: float = 0.0
     libm_calls_per_point: float = 0.0
+    libm_cost_per_point: float = 0.0
 
     @property
     def innermost_loop(self) -> int:
@@ -358,7 +359,7 @@ class _Walker:
             work *= lp.extent
         ops = _count_ops(store.value) if store is not None else 0.0
         fmas = _count_fma(store.value) if store is not None else 0.0
-        libm = _count_libm(store.value) if store is not None else 0.0
+        libm, libm_cost = _count_libm(store.value) if store is not None else (0.0, 0.0)
         vec, vec_level = 0, -1
         for j in range(len(loops) - 1, -1, -1):
             if loops[j].kind == "vectorized":
@@ -462,7 +463,8 @@ class _Walker:
             name=str(blk.name_hint), region=region, loops=tuple(loops), work_points=work,
             useful_points=useful, ops_per_point=ops, vector_extent=vec, dtype_bits=store_bits,
             accesses=tuple(accesses), reduce_level=reduce_level, vector_gathers=gathers,
-            chain_length=float(chain if reduce_level else 0), fma_per_point=fmas, libm_calls_per_point=libm))
+            chain_length=float(chain if reduce_level else 0), fma_per_point=fmas, libm_calls_per_point=libm,
+            libm_cost_per_point=libm_cost))
         self.block_vars.append(tuple(var_ids))
 
     def finish(self) -> None:
