@@ -34,6 +34,7 @@ def measure(n: int = 4096) -> list[dict]:
     import tvm
     from tvm import te
 
+    from tvm_latmodel.hardware.calibrate import elementwise_func
     from tvm_latmodel.hardware.spec import _host_freq_ghz
     from tvm_latmodel.targets import host_target
 
@@ -44,18 +45,10 @@ def measure(n: int = 4096) -> list[dict]:
     dev = tvm.cpu()
     a = tvm.runtime.tensor(np.random.default_rng(0).random(n).astype("float32") + 0.5, dev)
     b = tvm.runtime.tensor(np.zeros(n, "float32"), dev)
-    A = te.placeholder((n,), name="A")
     rows = []
-    def elementwise(fn):
-        return te.compute((n,), lambda i: fn(A[i]), name="B")
-
     for name, fn in fns.items():
-        B = elementwise(fn)
-        sch = tvm.s_tir.Schedule(te.create_prim_func([A, B]))
-        (i,) = sch.get_loops(sch.get_sblock("B"))
-        _, inner = sch.split(i, [None, 8])
-        sch.vectorize(inner)
-        lib = tvm.compile(sch.mod, target=target)
+        mod = tvm.IRModule({"main": elementwise_func(n, 8, fn)})
+        lib = tvm.compile(mod, target=target)
         asm = lib.mod.inspect_source("asm")
         calls = sorted({m.group(1) for m in re.finditer(r"call\w*\s+([\w@.]+)", asm)}
                        - {"main_compute_"})
@@ -75,6 +68,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=4096, help="elements per run")
     ap.add_argument("--out", default=None, help="write a markdown table here")
     args = ap.parse_args()
+    from tvm_latmodel.hardware.calibrate import elementwise_func
     from tvm_latmodel.hardware.spec import _host_freq_ghz
     from tvm_latmodel.targets import host_target
 

@@ -52,7 +52,7 @@ import warnings
 
 import numpy as np
 
-from .spec import HardwareSpec, MemoryLevel
+from .spec import LIBM_CALL_CYCLES_RANGE, HardwareSpec, MemoryLevel
 
 __all__ = ["calibrate_host", "calibrate_remote", "check_host_target", "enforce_monotonic_bandwidth", "CalibrationWarning"]
 
@@ -70,7 +70,7 @@ _DRAM_LLC_MULTIPLE = {False: 8, True: 4}
 #: Seconds one kernel run should last (so the launch overhead is negligible),
 #: milliseconds of runs per timed repeat, and timed repeats (the best is kept).
 _RUN_S = {False: 4e-3, True: 2e-3}
-# Elements of the libm kernel: about 0.1 ms at 7 ns each.
+# Elements of the libm kernel: about 40 us a run at 2.4 ns each (expf, Zen 3).
 _LIBM_POINTS = 16384
 _MIN_REPEAT_MS = {False: 100, True: 25}
 _REPEATS = {False: 5, True: 3}
@@ -189,13 +189,16 @@ def _launch_func(cores: int):
     return sch.mod["main"]
 
 
-def _libm_func(points: int, lanes: int):
-    """``B[i] = exp(A[i])``, vectorized by ``lanes``: one scalar libm call per element."""
+def elementwise_func(points: int, lanes: int, fn=None):
+    """``B[i] = fn(A[i])`` (default ``exp``: one scalar libm call per element),
+    vectorized by ``lanes`` as TVM would. ``scripts/check_libm_calls.py``
+    builds its kernels with it too."""
     import tvm
     from tvm import te
 
+    fn = fn or te.exp
     a = te.placeholder((points,), "float32", name="A")
-    b = te.compute((points,), lambda i: te.exp(a[i]), name="B")
+    b = te.compute((points,), lambda i: fn(a[i]), name="B")
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
     (i,) = sch.get_loops(sch.get_sblock("B"))
     _, inner = sch.split(i, [None, lanes])
@@ -417,7 +420,7 @@ def _calibrate(target, load, *, quick: bool, progress: bool, local: bool, extra_
     funcs["fma"] = _fma_func(cores, _FMA_DEPTH, _FMA_ROWS, lanes, fma_repeats)
     funcs["fma_1core"] = _fma_func(1, _FMA_DEPTH, _FMA_ROWS, lanes, fma_repeats)
     funcs["launch"] = _launch_func(cores)
-    funcs["libm"] = _libm_func(_LIBM_POINTS, lanes)
+    funcs["libm"] = elementwise_func(_LIBM_POINTS, lanes)
     mod = tvm.IRModule({name: f.with_attr("global_symbol", name) for name, f in funcs.items()})
     _progress(progress, f"building {len(funcs)} kernels for {target.attrs.get('mcpu')} x{cores}")
     rt_mod, dev = load(tvm.compile(mod, target=target))
@@ -499,8 +502,10 @@ def _calibrate(target, load, *, quick: bool, progress: bool, local: bool, extra_
     x = tvm.runtime.tensor(np.full(_LIBM_POINTS, 0.5, dtype="float32"), dev)
     y = tvm.runtime.empty((_LIBM_POINTS,), "float32", dev)
     libm_s, libm_times = _best_time_s(rt_mod, "libm", dev, (x, y), quick=quick)
-    core_hz = single_peak * 1e9 / (2 * default.fma_pipes * lanes)
-    libm_cycles = min(max(libm_s / _LIBM_POINTS * core_hz, 1.0), 1000.0)
+    core_hz = dataclasses.replace(default, peak_gflops=float(peak_gflops),
+                                  single_core_peak_gflops=float(single_peak)).core_clock_hz(1)
+    low, high = LIBM_CALL_CYCLES_RANGE
+    libm_cycles = min(max(libm_s / _LIBM_POINTS * core_hz, low), high)
     raw["libm"] = {"points": _LIBM_POINTS, "times_s": libm_times, "core_hz": core_hz,
                    "libm_call_cycles": libm_cycles}
     _progress(progress, f"libm call (expf): {libm_s / _LIBM_POINTS * 1e9:.2f} ns per element, "

@@ -95,6 +95,8 @@ class MemoryLevel:
 _SIZE_BYTES_RANGE = (1.0, 1e18)        # a byte .. an exabyte
 _RATE_RANGE = (1e-3, 1e9)              # GB/s or GFLOP/s: a MB/s .. an exa-unit per second
 _LAUNCH_OVERHEAD_RANGE_S = (0.0, 1.0)
+#: Cycles per scalar libm call a spec may hold (``calibrate`` clamps its measurement to it).
+LIBM_CALL_CYCLES_RANGE = (1.0, 1000.0)
 _PARALLEL_UNITS_RANGE = (1, 10**7)
 _VECTOR_BITS_RANGE = (8, 65536)
 _GPU_LIMIT_RANGE = (0, 2**31 - 1)
@@ -221,7 +223,7 @@ class HardwareSpec:
         for name in ("vector_registers", "fma_latency_cycles", "fma_pipes", "add_pipes",
                      "vector_stores_per_cycle"):
             _check_int(f"HardwareSpec.{name}", getattr(self, name), 1, 1024)
-        _check_real("HardwareSpec.libm_call_cycles", self.libm_call_cycles, 1.0, 1000.0)
+        _check_real("HardwareSpec.libm_call_cycles", self.libm_call_cycles, *LIBM_CALL_CYCLES_RANGE)
         if self.single_core_peak_gflops != 0:
             _check_real("HardwareSpec.single_core_peak_gflops", self.single_core_peak_gflops, *_RATE_RANGE)
 
@@ -236,6 +238,12 @@ class HardwareSpec:
         share = self.peak_gflops / max(1, min(active, self.parallel_units))
         single = self.single_core_peak_gflops or self.peak_gflops / self.parallel_units
         return min(single, share)
+
+    def core_clock_hz(self, active: int) -> float:
+        """The clock :meth:`core_peak_gflops` implies: that peak over the FLOP
+        one cycle issues (``2 * fma_pipes * lanes``). What converts the cycles
+        of ``libm_call_cycles`` to seconds, in the model and in ``calibrate``."""
+        return self.core_peak_gflops(active) * 1e9 / (2 * self.fma_pipes * self.lanes(32))
 
     def core_bandwidth_gbps(self, level: "MemoryLevel", active: int) -> float:
         """GB/s one core streams from ``level`` while ``active`` cores do.

@@ -474,11 +474,10 @@ def _region_terms(region: Region, hw: HardwareSpec, warm: bool = False) -> Regio
         executed = b.work_points * b.ops_per_point
         if not gpu and b.libm_calls_per_point > 0:
             # The calls' own cost (measured cycles per element, at the
-            # core's clock: its peak over the FLOP one cycle can issue) in
-            # place of their FLOP-equivalents.
+            # core's clock) in place of their FLOP-equivalents.
             executed = b.work_points * max(0.0, b.ops_per_point - CALL_OPS * b.libm_calls_per_point)
-            core_hz = peak_per_slot / (2 * hw.fma_pipes * hw.lanes(32))
-            compute_s += b.work_points * b.libm_cost_per_point * hw.libm_call_cycles / core_hz / units
+            compute_s += (b.work_points * b.libm_cost_per_point * hw.libm_call_cycles
+                          / hw.core_clock_hz(active) / units)
         if executed > 0:
             compute_s += executed / units / (peak_per_slot * eff)
             lane_w += executed

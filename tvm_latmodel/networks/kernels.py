@@ -3,8 +3,9 @@
 :func:`distinct_workloads` groups a partition's stage tasks into one
 :class:`Workload` per task MetaSchedule tunes (weight: its calls). After tuning,
 :func:`choose_kernels` times, per workload, the database's best schedule and
-TVM's untuned loop nest here, in the same conditions
-(:func:`time_kernel_s`), and keeps the faster one (:class:`KernelChoice`).
+TVM's untuned loop nest here, in the same conditions and on the same inputs
+(:func:`run_kernel`), and keeps the faster one whose output matches
+(:class:`KernelChoice`).
 Reshape-only workloads become views when compiled: nothing runs for them.
 """
 
@@ -86,8 +87,9 @@ def distinct_workloads(tasks: list[StageTask]) -> list[Workload]:
     return out
 
 
-#: Per-kernel output check, as the network's: ``|tuned - untuned| <= ATOL * max(1, max|untuned|) + RTOL * |untuned|``.
-KERNEL_RTOL, KERNEL_ATOL = 1e-3, 1e-4
+#: Output check, of each kernel and of the whole network:
+#: ``|tuned - untuned| <= ATOL * max(1, max|untuned|) + RTOL * |untuned|``.
+RTOL, ATOL = 1e-3, 1e-4
 
 
 def run_kernel(mod: tvm.IRModule, target, *, number: int = 3, repeat: int = 1,
@@ -125,11 +127,6 @@ def run_kernel(mod: tvm.IRModule, target, *, number: int = 3, repeat: int = 1,
     return float(timer(*args).mean), outputs
 
 
-def time_kernel_s(mod: tvm.IRModule, target, **timer) -> float:
-    """Mean seconds per call of a ``{"main": PrimFunc}`` module (:func:`run_kernel`)."""
-    return run_kernel(mod, target, **timer)[0]
-
-
 def outputs_match(tuned: list[np.ndarray], untuned: list[np.ndarray]) -> tuple[bool, float]:
     """Whether a tuned kernel's arguments after a call match the untuned one's; the max |error|."""
     error, ok = 0.0, True
@@ -138,7 +135,7 @@ def outputs_match(tuned: list[np.ndarray], untuned: list[np.ndarray]) -> tuple[b
         if t.size:
             error = max(error, float(np.nanmax(np.abs(t - u))))
         scale = max(1.0, float(np.nanmax(np.abs(u)))) if u.size else 1.0
-        ok = ok and bool(np.allclose(t, u, rtol=KERNEL_RTOL, atol=KERNEL_ATOL * scale, equal_nan=True))
+        ok = ok and bool(np.allclose(t, u, rtol=RTOL, atol=ATOL * scale, equal_nan=True))
     return ok, error
 
 
