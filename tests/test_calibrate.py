@@ -171,6 +171,8 @@ _GOOD = HardwareSpec.from_target(host_target()).to_dict()
         (json.dumps({**_GOOD, "spec": {**_GOOD["spec"], "kind": "tpu"}}), "bad hardware spec"),
         (json.dumps({**_GOOD, "spec": {**_GOOD["spec"], "memory": [{"name": "L1"}]}}), "bad hardware spec"),
         (json.dumps({**_GOOD, "spec": {**_GOOD["spec"], "unknown_field": 1}}), "bad hardware spec"),
+        (json.dumps({**_GOOD, "spec": {**_GOOD["spec"], "libm_call_cycles": 0.0}}), "libm_call_cycles"),
+        (json.dumps({**_GOOD, "spec": {**_GOOD["spec"], "libm_call_cycles": "fast"}}), "libm_call_cycles"),
     ],
 )
 def test_load_bad_file_names_the_file(tmp_path, content, message):
@@ -182,6 +184,14 @@ def test_load_bad_file_names_the_file(tmp_path, content, message):
     with pytest.raises(ValueError, match=message) as info:
         HardwareSpec.load(str(path))
     assert str(path) in str(info.value)
+
+
+def test_a_spec_saved_before_libm_call_cycles_loads_with_the_default(tmp_path):
+    """Specs written before the field existed (calibrated files, model files) still load."""
+    old = {**_GOOD, "spec": {k: v for k, v in _GOOD["spec"].items() if k != "libm_call_cycles"}}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    assert HardwareSpec.load(str(path)).libm_call_cycles == 6.0
 
 
 def test_load_good_file_round_trips(tmp_path):
