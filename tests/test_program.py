@@ -320,3 +320,94 @@ def test_libm_calls_per_point(fn, calls, cost):
     b = summarize(tvm.IRModule({"main": te.create_prim_func([x, y, out])}), "cpu").blocks[0]
     assert b.libm_calls_per_point == calls
     assert b.libm_cost_per_point == pytest.approx(cost)
+
+
+def _tree_interval(expr, ranges):
+    """Reference: interval arithmetic over the TVM expression tree itself,
+    one operator at a time (what the compiled form must reproduce)."""
+    name = type(expr).__name__
+    if name == "IntImm":
+        return (int(expr.value), int(expr.value))
+    if name == "Var":
+        return ranges[expr.name]
+    a, b = _tree_interval(expr.a, ranges), _tree_interval(expr.b, ranges)
+    if name == "Add":
+        return (a[0] + b[0], a[1] + b[1])
+    if name == "Sub":
+        return (a[0] - b[1], a[1] - b[0])
+    if name == "Mul":
+        c = (a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1])
+        return (min(c), max(c))
+    if name == "FloorDiv":
+        return (a[0] // b[0], a[1] // b[0])
+    if name == "FloorMod":
+        return (a[0] % b[0], a[1] % b[0]) if a[0] // b[0] == a[1] // b[0] else (0, b[0] - 1)
+    raise AssertionError(name)
+
+
+def test_compiled_sums_give_the_trees_interval():
+    """Sums compile to one flat node; its interval must be the tree's,
+    including a variable that cancels (v - v keeps the tree's [-2, 2]),
+    negative scaling and floordiv/floormod terms inside a sum."""
+    from tvm_latmodel.model.indexing import _compile, _interval, _vars_of
+
+    i, j, k = (tvm.tirx.Var(n, "int32") for n in "ijk")
+    env = {i.__chandle__(): ("v", 0), j.__chandle__(): ("v", 1), k.__chandle__(): ("v", 2)}
+    fd, fm = tvm.tirx.floordiv, tvm.tirx.floormod
+    exprs = {
+        "i*4 + j - 3": (i * 4 + j - 3, (-3, 8)),
+        "i - i": (i - i, (-2, 2)),
+        "-2*(i + j) + 7": ((i + j) * -2 + 7, (-3, 7)),
+        "(i*4 + j)//3*3 + k%2": (fd(i * 4 + j, 3) * 3 + fm(k, 2), (0, 10)),
+        "i*j + k": (i * j + k, (0, 10)),
+        "(i*4 + j)%8 - j": (fm(i * 4 + j, 8) - j, (-3, 7)),
+    }
+    ranges = [(0, 2), (0, 3), (0, 4)]
+    by_name = {"i": (0, 2), "j": (0, 3), "k": (0, 4)}
+    for text, (expr, want) in exprs.items():
+        node = _compile(expr, env)
+        assert _interval(node, ranges) == want == _tree_interval(expr, by_name), text
+    # flat: the whole linear sum is one node
+    assert _compile(i * 4 + j - 3, env) == ("aff", -3, ((0, 4), (1, 1)), ())
+    # a variable with coefficient 0 is still mentioned
+    assert _vars_of(_compile(tvm.tirx.Mul(i, tvm.tirx.IntImm("int32", 0)) + j, env), set()) == {0, 1}
+    # an unknown variable makes the whole interval unknown
+    assert _interval(_compile(i + tvm.tirx.Var("u", "int32"), env), ranges) is None
+
+
+def test_compiled_sums_agree_with_the_tree_on_random_expressions():
+    import random
+
+    from tvm_latmodel.model.indexing import _compile, _interval
+
+    vs = [tvm.tirx.Var(n, "int32") for n in "abcd"]
+    env = {v.__chandle__(): ("v", n) for n, v in enumerate(vs)}
+    rng = random.Random(0)
+
+    def gen(depth):
+        if depth == 0 or rng.random() < 0.25:
+            return rng.choice(vs) if rng.random() < 0.7 else tvm.tirx.IntImm("int32", rng.randint(-5, 9))
+        op = rng.choice(["add", "sub", "mul", "mulc", "div", "mod"])
+        a = gen(depth - 1)
+        if op == "add":
+            return a + gen(depth - 1)
+        if op == "sub":
+            return a - gen(depth - 1)
+        if op == "mul":
+            return a * gen(depth - 1)
+        c = rng.randint(1, 7)
+        if op == "mulc":
+            return a * (c if rng.random() < 0.5 else -c)
+        return tvm.tirx.floordiv(a, c) if op == "div" else tvm.tirx.floormod(a, c)
+
+    checked = 0
+    for _ in range(400):
+        expr = gen(4)
+        if type(expr).__name__ == "Var":
+            continue
+        exts = [rng.randint(1, 9) for _ in vs]
+        ranges = [(0, e - 1) if rng.random() < 0.6 else (x := rng.randint(0, e - 1), x) for e in exts]
+        by_name = {v.name: r for v, r in zip(vs, ranges)}
+        assert _interval(_compile(expr, env), ranges) == _tree_interval(expr, by_name), str(expr)
+        checked += 1
+    assert checked > 300

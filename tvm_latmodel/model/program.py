@@ -210,7 +210,7 @@ class _Walker:
     def __init__(self, gpu: bool):
         self.gpu = gpu
         self.loop_stack: list = []  # (Loop, var_index)
-        self.var_env: dict = {}  # tvm Var -> ("v", idx)
+        self.var_env: dict = {}  # tvm Var handle -> ("v", idx)
         self.n_vars = 0
         self.region_stack: list[int] = []
         self.region_units: dict[int, int] = {}
@@ -289,7 +289,7 @@ class _Walker:
             self.region_units[self.region_stack[-1]] *= extent
         idx = self.n_vars
         self.n_vars += 1
-        self.var_env[f.loop_var] = ("v", idx)
+        self.var_env[f.loop_var.__chandle__()] = ("v", idx)
         self.loop_stack.append((Loop(extent, kind), idx))
         if kind == "threadIdx" and self.region_stack:
             # Loops bound to the same tag (threadIdx.x nested in threadIdx.x,
@@ -347,9 +347,9 @@ class _Walker:
         useful = 1.0
         reduce_vars: set = set()
         for iv, val in zip(blk.iter_vars, br.iter_values):
-            benv[iv.var] = _compile(val, self.var_env)
+            benv[iv.var.__chandle__()] = _compile(val, self.var_env)
             if int(iv.iter_type) == 2:  # CommReduce: a reduction axis
-                _vars_of(benv[iv.var], reduce_vars)
+                _vars_of(benv[iv.var.__chandle__()], reduce_vars)
             try:
                 useful *= int(iv.dom.extent)
             except (TypeError, ValueError):
