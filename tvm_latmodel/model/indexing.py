@@ -86,20 +86,14 @@ def _interval(node, ranges):
     """(lo, hi) of a compiled expression; ``ranges[i]`` bounds loop var i."""
     tag = node[0]
     if tag == "aff":
-        lo = hi = node[1]
-        for v, k in node[2]:
-            r = ranges[v]
-            x, y = k * r[0], k * r[1]
-            if x <= y:
-                lo += x
-                hi += y
-            else:
-                lo += y
-                hi += x
+        terms = [(k, ranges[v]) for v, k in node[2]]
         for k, n in node[3]:
             r = _interval(n, ranges)
             if r is None:
                 return None
+            terms.append((k, r))
+        lo = hi = node[1]
+        for k, r in terms:
             x, y = k * r[0], k * r[1]
             if x <= y:
                 lo += x
