@@ -68,7 +68,6 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=4096, help="elements per run")
     ap.add_argument("--out", default=None, help="write a markdown table here")
     args = ap.parse_args()
-    from tvm_latmodel.hardware.calibrate import elementwise_func
     from tvm_latmodel.hardware.spec import _host_freq_ghz
     from tvm_latmodel.targets import host_target
 

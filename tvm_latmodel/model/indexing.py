@@ -64,6 +64,9 @@ def _combine(op: str, a, b):
     return None
 
 
+_UNK = ("unk",)
+
+
 def _compile(expr, env: dict):
     name = type(expr).__name__
     if name == "IntImm":
@@ -77,9 +80,6 @@ def _compile(expr, env: dict):
     if name == "Cast":
         return _compile(expr.value, env)
     return _UNK
-
-
-_UNK = ("unk",)
 
 
 def _interval(node, ranges):

@@ -347,9 +347,9 @@ class _Walker:
         useful = 1.0
         reduce_vars: set = set()
         for iv, val in zip(blk.iter_vars, br.iter_values):
-            benv[iv.var.__chandle__()] = _compile(val, self.var_env)
+            node = benv[iv.var.__chandle__()] = _compile(val, self.var_env)
             if int(iv.iter_type) == 2:  # CommReduce: a reduction axis
-                _vars_of(benv[iv.var.__chandle__()], reduce_vars)
+                _vars_of(node, reduce_vars)
             try:
                 useful *= int(iv.dom.extent)
             except (TypeError, ValueError):
