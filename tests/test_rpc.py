@@ -35,6 +35,10 @@ from tvm_latmodel.rpc import (
 KEY = "latmodel-test"
 TRIALS = 8
 KILL_TRIALS = 4
+# In the kill test each candidate is timed for at least this long, so a session
+# that has lasted KILL_AFTER_S is still measuring when it is killed.
+KILL_MIN_REPEAT_MS = 1500
+KILL_AFTER_S = 0.5
 
 
 def _free_port() -> int:
@@ -111,12 +115,14 @@ class Fleet:
         except OSError:
             return ""
 
-    def in_session(self, server) -> bool:
-        """Whether the server is serving a session (its worker has forked a session process)."""
+    def session_pid(self, server) -> int | None:
+        """The pid of the session process the server's worker forked, if it is serving one."""
         try:
-            return len(psutil.Process(server.pid).children(recursive=True)) >= 2
+            worker = psutil.Process(server.pid).children()
+            sessions = [c for w in worker for c in w.children() if c.status() != psutil.STATUS_ZOMBIE]
         except psutil.NoSuchProcess:
-            return False
+            return None
+        return sessions[0].pid if sessions else None
 
     def stop(self):
         for proc in self.servers + [self.tracker]:
@@ -169,13 +175,13 @@ def _check_record(raw, floor_s):
     return True
 
 
-def _tune(fleet, work_dir, trials=TRIALS):
+def _tune(fleet, work_dir, trials=TRIALS, runner=None):
     from tvm_latmodel.targets import host_target
     from tvm_latmodel.tuning import tune_workload
 
     return tune_workload(_small_matmul(), host_target(), work_dir=str(work_dir), trials=trials,
                          round_trials=trials, rpc=fleet.address, rpc_timeout_s=60, strategy=_small_search(),
-                         workload_name="MM64", progress=False)
+                         workload_name="MM64", progress=False, runner=runner)
 
 
 # ------------------------------------------------------------------ parsing
@@ -278,29 +284,40 @@ def test_tune_on_two_boards_all_records_valid(fleet, tmp_path):
 def test_board_killed_mid_run(fleet, tmp_path, capfd):
     """Kill one server (its whole process tree) while it measures a candidate:
     tuning finishes, and that candidate is retried on the other board or
-    recorded with the 1e10 sentinel; no record holds a wrong time."""
+    recorded with the 1e10 sentinel; no record holds a wrong time.
+
+    Each candidate is timed for at least KILL_MIN_REPEAT_MS on the board, and
+    the kill comes once one session process has lived KILL_AFTER_S, so it
+    always lands while that candidate is measuring, never in the few
+    milliseconds after its times came back (which made this test flaky)."""
+    from tvm_latmodel.measure import fleet_runner
+
     fleet.wait_free(2)
     work_dir = tmp_path / "wd"
     result: dict = {}
+    runner = fleet_runner(fleet.address, workers=2, session_timeout_s=60, min_repeat_ms=KILL_MIN_REPEAT_MS)
 
     def run():
         try:
-            result["report"] = _tune(fleet, work_dir, trials=KILL_TRIALS)
+            result["report"] = _tune(fleet, work_dir, trials=KILL_TRIALS, runner=runner)
         except BaseException as err:  # noqa: BLE001 (re-raised below)
             result["error"] = err
 
     thread = threading.Thread(target=run)
     thread.start()
-    log = work_dir / "logs" / "tvm.s_tir.meta_schedule.logging.task_scheduler.log"
     killed = None
+    first_seen: dict = {}  # session pid -> when it was first seen
     deadline = time.monotonic() + 240
     while thread.is_alive() and killed is None and time.monotonic() < deadline:
-        if log.exists() and "to runner" in log.read_text():
-            for server in fleet.servers:
-                if server.poll() is None and fleet.in_session(server):
-                    _kill_tree(server)
-                    killed = server
-                    break
+        now = time.monotonic()
+        for server in fleet.servers:
+            pid = fleet.session_pid(server) if server.poll() is None else None
+            if pid is None:
+                continue
+            if now - first_seen.setdefault(pid, now) >= KILL_AFTER_S:
+                _kill_tree(server)
+                killed = server
+                break
         time.sleep(0.02)
     thread.join(timeout=300)
     assert not thread.is_alive(), "tuning hung after a board died"
