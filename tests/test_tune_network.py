@@ -12,7 +12,6 @@ import io
 import json
 import math
 import os
-import types
 import warnings
 
 import numpy as np
@@ -325,40 +324,91 @@ def test_tune_network_end_to_end_json(toy_registered, tmp_path, capsys):
 # --- a tuned schedule that computes something else never runs -------------------------------
 
 
-def test_a_tuned_schedule_whose_output_differs_is_replaced_by_the_untuned_loop_nest(monkeypatch):
-    """choose_kernels runs the tuned schedule and the untuned loop nest on the same inputs; when
-    their outputs differ it warns and keeps the untuned one, even if the tuned one is faster."""
+def test_check_kernel_catches_a_read_of_memory_the_kernel_never_wrote():
+    """A kernel that reads an unwritten border of its intermediate can match by chance (the
+    memory held zeros); with the intermediate poisoned it fails every time, and the correct
+    kernel passes."""
+    from toys import padded_sum
+
+    import tvm_latmodel.networks.kernels as kernels
+
+    target = host_target()
+    _, reference = kernels.run_kernel(padded_sum(True), target, number=1, min_repeat_ms=0)
+    assert kernels.check_kernel(padded_sum(True), target, reference) == (True, 0.0)
+    for _ in range(3):
+        ok, error = kernels.check_kernel(padded_sum(False), target, reference)
+        assert not ok and error == math.inf  # the NaN poison reached B's ends
+    exposed, count = kernels.expose_intermediates(padded_sum(False))
+    assert count == 2 and [p.name for p in exposed["main"].params] == ["A", "B", "P"]
+
+
+def _memory_database(workloads, seconds):
+    """A real MemoryDatabase holding, per workload, one record per entry of ``seconds``, each the
+    workload's untuned loop nest (a trace of one lookup: MetaSchedule ignores empty traces)."""
+    database = ms.database.MemoryDatabase()
+    target = host_target()
+    for workload in workloads:
+        entry = database.commit_workload(workload.mod)
+        sch = tvm.s_tir.Schedule(workload.mod)
+        sch.get_sblock("root")
+        for s in seconds:
+            database.commit_tuning_record(ms.database.TuningRecord(
+                sch.trace, entry, [s], target,
+                ms.arg_info.ArgInfo.from_prim_func(workload.mod["main"])))
+    return database
+
+
+def test_a_wrong_fastest_record_is_skipped_for_the_next_correct_one(monkeypatch):
+    """choose_kernels checks records fastest first: one that computes something else is skipped
+    with a warning, and the next correct one is what runs (if it beats the loop nest) and is
+    what chosen_database applies."""
     import tvm_latmodel.networks.kernels as kernels
 
     target = host_target()
     network = make_network("toy", ToyNet(), {})
     workloads = [w for w in distinct_workloads(prepare_network(network, plan="default", target=target).tasks)
                  if not w.reshape_only]
-    class _Record:
-        run_secs = [1e-9]  # "faster" than anything
+    database = _memory_database(workloads, [3e-9, 1e-9, 2e-9])  # fastest: 1e-9, then 2e-9, then 3e-9
+    real, checked = kernels.check_kernel, []
 
-    class _Database:  # the two queries choose_kernels makes
-        def query_tuning_record(self, mod, target, name):
-            return _Record()
+    def fastest_of_first_is_wrong(mod, target, reference):
+        checked.append(mod)
+        if len(checked) == 1:  # the first workload's fastest record
+            return False, 5.0
+        return real(mod, target, reference)
 
-        def query_schedule(self, mod, target, name):
-            # the workload itself, tagged with its name as "tuned"
-            return types.SimpleNamespace(mod=tvm.s_tir.Schedule(mod).mod.with_attr("test_tuned", name))
-
-    real = kernels.run_kernel
-
-    def corrupt_first(mod, target, **timer):
-        seconds, outputs = real(mod, target, **timer)
-        attrs = mod.attrs
-        if attrs is not None and "test_tuned" in attrs and str(attrs["test_tuned"]) == workloads[0].name:
-            outputs = [o + 1.0 for o in outputs]  # a wrong schedule
-        return seconds, outputs
-
-    monkeypatch.setattr(kernels, "run_kernel", corrupt_first)
-    with pytest.warns(UserWarning, match="differs from the untuned loop nest"):
-        choices = kernels.choose_kernels(workloads, _Database(), target)
+    monkeypatch.setattr(kernels, "check_kernel", fastest_of_first_is_wrong)
+    with pytest.warns(UserWarning, match="fastest record computes something else"):
+        choices = kernels.choose_kernels(workloads, database, target)
     first, rest = choices[0], choices[1:]
-    assert first.source == "untuned" and first.mismatch_error == pytest.approx(1.0, rel=1e-6)
-    assert first.latency_us == first.untuned_us
-    # the others compute the same thing as their loop nest: no false alarm
-    assert rest and all(c.mismatch_error is None and c.untuned_us > 0 for c in rest)
+    assert (first.record_rank, first.wrong_records, first.mismatch_error) == (1, 1, 5.0)
+    assert first.tuned_us == pytest.approx(2e-3) and first.tuned_retimed_us > 0
+    assert first.source == ("tuned" if first.tuned_retimed_us <= first.untuned_us else "untuned")
+    # the others' fastest records compute what their loop nests do: no false alarm, one check each
+    assert rest and all((c.record_rank, c.wrong_records, c.mismatch_error) == (0, 0, None) for c in rest)
+    assert len(checked) == len(workloads) + 1
+    # chosen_database holds exactly the chosen record of each workload that runs tuned
+    first.source = "tuned"
+    for choice in rest:
+        choice.source = "untuned"
+    chosen = kernels.chosen_database(workloads, choices, database)
+    assert len(chosen) == 1
+    record = chosen.query_tuning_record(workloads[0].mod, target, workloads[0].name)
+    assert [float(s) for s in record.run_secs] == [2e-9]
+    assert all(not chosen.has_workload(w.mod) for w in workloads[1:])
+
+
+def test_without_a_correct_record_the_untuned_loop_nest_runs(monkeypatch):
+    import tvm_latmodel.networks.kernels as kernels
+
+    target = host_target()
+    network = make_network("toy", ToyNet(), {})
+    workloads = [w for w in distinct_workloads(prepare_network(network, plan="default", target=target).tasks)
+                 if not w.reshape_only][:1]
+    database = _memory_database(workloads, [1e-9, 2e-9])
+    monkeypatch.setattr(kernels, "check_kernel", lambda mod, target, reference: (False, math.inf))
+    with pytest.warns(UserWarning, match="computes something else"):
+        (choice,) = kernels.choose_kernels(workloads, database, target)
+    assert (choice.source, choice.record_rank, choice.wrong_records) == ("untuned", None, 2)
+    assert choice.latency_us == choice.untuned_us > 0 and choice.tuned_us is None
+    assert len(kernels.chosen_database(workloads, [choice], database)) == 0

@@ -7,6 +7,7 @@ import tvm
 from tvm import te
 from tvm.relax.frontend import nn
 from tvm.relax.frontend.nn import op
+from tvm.script import tirx as T
 
 from tvm_latmodel.networks.layers import global_avg_pool
 from tvm_latmodel.networks.stages import StageModule
@@ -33,6 +34,29 @@ def tiled_matmul_schedule(mod: tvm.IRModule, fi: int, fj: int) -> tvm.s_tir.Sche
         sch.vectorize(ji)
     sch.parallel(io)
     return sch
+
+
+def padded_sum(write_border: bool) -> tvm.IRModule:
+    """``B[i] = P[i] + P[i + 2]`` over ``P``, ``A`` padded by one zero each side in an
+    intermediate buffer. Without ``write_border`` the padding is never written,
+    as in a wrong fused conv -> conv schedule: ``B``'s ends are whatever ``P``'s
+    memory held."""
+
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        P = T.sblock_alloc_buffer((10,), "float32")
+        for i in range(10):
+            with T.sblock("pad"):
+                vi = T.axis.spatial(10, i)
+                T.where(write_border or (1 <= i and i < 9))
+                P[vi] = T.if_then_else(1 <= vi and vi < 9, A[vi - 1], T.float32(0))
+        for i in range(8):
+            with T.sblock("out"):
+                vi = T.axis.spatial(8, i)
+                B[vi] = P[vi] + P[vi + 2]
+
+    return tvm.IRModule({"main": main})
 
 
 def gpu_softmax_schedule(mod: tvm.IRModule, threads: int = 128) -> tvm.s_tir.Schedule:

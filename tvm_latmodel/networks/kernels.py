@@ -2,10 +2,11 @@
 
 :func:`distinct_workloads` groups a partition's stage tasks into one
 :class:`Workload` per task MetaSchedule tunes (weight: its calls). After tuning,
-:func:`choose_kernels` times, per workload, the database's best schedule and
-TVM's untuned loop nest here, in the same conditions and on the same inputs
-(:func:`run_kernel`), and keeps the faster one whose output matches
-(:class:`KernelChoice`).
+:func:`choose_kernels` takes, per workload, the fastest record whose schedule
+computes what TVM's untuned loop nest computes (:func:`check_kernel`: same
+inputs, intermediate buffers poisoned so that a read of memory the kernel
+never wrote shows), times it and the loop nest here in the same conditions
+(:func:`run_kernel`), and keeps the faster (:class:`KernelChoice`).
 Reshape-only workloads become views when compiled: nothing runs for them.
 """
 
@@ -92,6 +93,25 @@ def distinct_workloads(tasks: list[StageTask]) -> list[Workload]:
 RTOL, ATOL = 1e-3, 1e-4
 
 
+#: What a checked kernel's intermediate buffers hold before it runs (:func:`check_kernel`).
+#: NaN spreads through arithmetic; a huge finite value also survives ReLU's
+#: ``max(x, 0)``, which drops a NaN (LLVM lowers it to a compare and select).
+POISONS = (float("nan"), 1e30)
+
+#: Records of one workload checked, fastest first, before its untuned loop nest runs instead.
+MAX_RECORDS_CHECKED = 8
+
+
+def _arguments(infos) -> list:
+    """Seeded random floats (zeros for other dtypes) for ``infos``: the same for every module
+    with the same arguments."""
+    rng = np.random.default_rng(0)
+    return [tvm.runtime.tensor(rng.standard_normal([int(s) for s in info.shape]).astype(info.dtype)
+                               if "float" in info.dtype else np.zeros([int(s) for s in info.shape], info.dtype),
+                               tvm.cpu())
+            for info in infos]
+
+
 def run_kernel(mod: tvm.IRModule, target, *, number: int = 3, repeat: int = 1,
                min_repeat_ms: int = 50) -> tuple[float, list[np.ndarray]]:
     """Build a ``{"main": PrimFunc}`` module (scheduled or not), run it once and time it.
@@ -115,28 +135,113 @@ def run_kernel(mod: tvm.IRModule, target, *, number: int = 3, repeat: int = 1,
         Mean seconds per call, and every argument after one call.
     """
     lib = tvm.compile(mod, target=target)
-    device = tvm.cpu()
-    rng = np.random.default_rng(0)
-    args = [tvm.runtime.tensor(rng.standard_normal([int(s) for s in info.shape]).astype(info.dtype)
-                               if "float" in info.dtype else np.zeros([int(s) for s in info.shape], info.dtype),
-                               device)
-            for info in ms.arg_info.ArgInfo.from_prim_func(mod["main"])]
+    args = _arguments(ms.arg_info.ArgInfo.from_prim_func(mod["main"]))
     lib.mod["main"](*args)
     outputs = [a.numpy() for a in args]
-    timer = lib.mod.time_evaluator("main", device, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    timer = lib.mod.time_evaluator("main", tvm.cpu(), number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
     return float(timer(*args).mean), outputs
 
 
+def expose_intermediates(mod: tvm.IRModule) -> tuple[tvm.IRModule, int]:
+    """``mod`` with the buffers its root block allocates made trailing parameters.
+
+    Those are the intermediates of a fused kernel (a padded copy, the first
+    convolution's output). As parameters, the caller chooses what they hold
+    before the kernel runs. Buffers allocated deeper (cache reads and writes
+    inside a tile) stay allocations.
+
+    Returns
+    -------
+    (tvm.IRModule, int)
+        The module, and how many parameters ``mod`` had (the exposed ones follow).
+    """
+    func = mod["main"]
+    realize = func.body
+    block = getattr(realize, "block", None)
+    if block is None or not len(block.alloc_buffers):
+        return mod, len(func.params)
+    from tvm import s_tir  # pylint: disable=import-outside-toplevel
+
+    root = s_tir.SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, block.body, block.init,
+                        [], block.match_buffers, block.annotations)
+    body = s_tir.SBlockRealize(realize.iter_values, realize.predicate, root)
+    exposed = tvm.tirx.PrimFunc(list(func.params) + list(block.alloc_buffers), body, func.ret_type, func.attrs)
+    return tvm.IRModule({"main": exposed}), len(func.params)
+
+
+def check_kernel(mod: tvm.IRModule, target, reference: list[np.ndarray]) -> tuple[bool, float]:
+    """Whether a scheduled kernel computes ``reference``, even where it reads memory it never wrote.
+
+    MetaSchedule measures a schedule without checking what it computes, and
+    TVM 0.27 produces wrong schedules of fused conv -> conv kernels: the
+    second convolution's padding, moved under the first one's tiles by
+    ``reverse_compute_at``, leaves its border unwritten, and the convolution
+    reads it. What such a kernel outputs depends on what the memory held, and
+    is right when it held zeros. Here the intermediates
+    (:func:`expose_intermediates`) hold each of :data:`POISONS` in turn, on
+    :func:`run_kernel`'s inputs, and every run must match ``reference``.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        The scheduled ``{"main": PrimFunc}``.
+    target : tvm.target.Target
+        An ``llvm`` target.
+    reference : list of numpy.ndarray
+        The untuned loop nest's arguments after one call (:func:`run_kernel`).
+
+    Returns
+    -------
+    (bool, float)
+        Whether every run matched (:func:`outputs_match`), and the largest
+        max |error| over the runs (``inf`` where a NaN came out).
+    """
+    exposed, count = expose_intermediates(mod)
+    lib = tvm.compile(exposed, target=target)
+    infos = ms.arg_info.ArgInfo.from_prim_func(exposed["main"])
+    ok, error = True, 0.0
+    for poison in POISONS:
+        args = _arguments(infos[:count])
+        for info in infos[count:]:
+            shape = [int(s) for s in info.shape]
+            fill = np.full(shape, poison, info.dtype) if "float" in info.dtype else np.full(shape, -1).astype(info.dtype)
+            args.append(tvm.runtime.tensor(fill, tvm.cpu()))
+        lib.mod["main"](*args)
+        matched, err = outputs_match([a.numpy() for a in args[:count]], reference)
+        ok, error = ok and matched, max(error, err)
+    return ok, error
+
+
 def outputs_match(tuned: list[np.ndarray], untuned: list[np.ndarray]) -> tuple[bool, float]:
-    """Whether a tuned kernel's arguments after a call match the untuned one's; the max |error|."""
+    """Whether a tuned kernel's arguments after a call match the untuned one's; the max |error|
+    (``inf`` where the tuned one holds a NaN and the untuned one does not)."""
     error, ok = 0.0, True
     for t, u in zip(tuned, untuned):
         t, u = np.asarray(t, dtype=float), np.asarray(u, dtype=float)
         if t.size:
-            error = max(error, float(np.nanmax(np.abs(t - u))))
+            diff = np.abs(t - u)
+            diff[np.isnan(diff) & ~np.isnan(u)] = np.inf
+            error = max(error, float(np.nanmax(diff)) if not np.isnan(diff).all() else 0.0)
         scale = max(1.0, float(np.nanmax(np.abs(u)))) if u.size else 1.0
         ok = ok and bool(np.allclose(t, u, rtol=RTOL, atol=ATOL * scale, equal_nan=True))
     return ok, error
+
+
+def ranked_records(database, mod: tvm.IRModule, limit: int = MAX_RECORDS_CHECKED) -> list:
+    """The database's measured records of ``mod``, fastest first (at most ``limit``)."""
+    from ..latency import mean_latency_s  # pylint: disable=import-outside-toplevel
+
+    if not database.has_workload(mod):
+        return []
+    records = database.get_top_k(database.commit_workload(mod), limit)
+    return [r for r in records if mean_latency_s(r.run_secs) is not None]
+
+
+def record_schedule(record) -> "tvm.s_tir.Schedule":
+    """The schedule a tuning record holds (as ``Database.query_schedule`` rebuilds the best one)."""
+    sch = tvm.s_tir.Schedule(record.workload.mod)
+    record.trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch
 
 
 @dataclass
@@ -154,20 +259,26 @@ class KernelChoice:
     prim_funcs : tuple of str
         The partition's PrimFuncs with this workload.
     source : str
-        ``tuned`` (the database's best schedule), ``untuned`` (TVM's default
-        loop nest: nothing valid was measured, or it was faster) or ``view``
-        (reshape only: no kernel runs).
+        ``tuned`` (the fastest correct record), ``untuned`` (TVM's default
+        loop nest: no correct record was measured, or it was faster) or
+        ``view`` (reshape only: no kernel runs).
     latency_us : float
-        What runs: the database's measurement when tuned, else the untuned time.
+        What runs: that record's measurement when tuned, else the untuned time.
     tuned_us : float or None
-        The database's best measurement (taken during tuning, while the
-        search of the next task shares the CPU).
+        The fastest correct record's measurement (taken during tuning, while
+        the search of the next task shares the CPU).
     tuned_retimed_us, untuned_us : float or None
-        The best schedule and the untuned loop nest, both timed here after
-        tuning, on an idle search: the fair pair that decides ``source``.
+        That record's schedule and the untuned loop nest, both timed here
+        after tuning, on an idle search: the fair pair that decides ``source``.
     mismatch_error : float or None
-        When the best schedule's outputs differ from the untuned loop nest's
-        on the same inputs: the max |error| (the untuned loop nest runs).
+        When the fastest record computes something else (:func:`check_kernel`):
+        its max |error|.
+    record_rank : int or None
+        Which record is the fastest correct one: 0 is the fastest measured
+        (``None``: no record, or none of the first :data:`MAX_RECORDS_CHECKED`
+        is correct).
+    wrong_records : int
+        Faster records skipped because they compute something else.
     """
 
     name: str
@@ -180,6 +291,8 @@ class KernelChoice:
     tuned_retimed_us: float | None
     untuned_us: float | None
     mismatch_error: float | None = None
+    record_rank: int | None = None
+    wrong_records: int = 0
 
     @property
     def retimed_us(self) -> float:
@@ -193,16 +306,19 @@ class KernelChoice:
 
 
 def choose_kernels(workloads: list[Workload], database, target, *, progress=None) -> list[KernelChoice]:
-    """Per workload: the database's best schedule, unless TVM's untuned loop nest is faster
-    or the schedule computes something else.
+    """Per workload: the fastest record that computes the right thing, unless TVM's untuned
+    loop nest is faster.
 
-    MetaSchedule's CPU design space always parallelizes; for a tiny kernel
-    the thread pool's wake-up costs more than the work, and a short search
-    may find nothing faster than the default serial loop nest. Both are timed
-    here, in the same conditions, and the faster one runs. Both are also run
-    on the same random inputs: a tuned schedule whose outputs differ from the
-    untuned loop nest's (:func:`outputs_match`) is never used, with a warning
-    (``source`` is then ``untuned`` and ``mismatch_error`` the max |error|).
+    The records are checked fastest first (:func:`check_kernel`, against the
+    untuned loop nest's outputs on the same inputs) until one matches, at most
+    :data:`MAX_RECORDS_CHECKED` of them; each wrong one is skipped with a
+    warning. MetaSchedule's CPU design space always parallelizes; for a tiny
+    kernel the thread pool's wake-up costs more than the work, and a short
+    search may find nothing faster than the default serial loop nest. So the
+    correct record and the loop nest are both timed here, in the same
+    conditions, and the faster one runs. Without a reference (the loop nest
+    failed to run) the fastest record runs unchecked; the whole network's
+    output is still checked.
 
     Parameters
     ----------
@@ -212,12 +328,13 @@ def choose_kernels(workloads: list[Workload], database, target, *, progress=None
         The tuning database.
     target : tvm.target.Target
     progress : callable, optional
-        One line of progress text at a time (a kernel that could not be timed).
+        One line of progress text at a time (a wrong record, a kernel that
+        could not be timed).
 
     Returns
     -------
     list of KernelChoice
-        One per workload, in order.
+        One per workload, in order. :func:`chosen_database` holds the records chosen.
     """
     from ..latency import mean_latency_s  # pylint: disable=import-outside-toplevel
 
@@ -237,31 +354,56 @@ def choose_kernels(workloads: list[Workload], database, target, *, progress=None
         for task in workload.stage_tasks:
             calls[task.stage] = calls.get(task.stage, 0) + task.weight
         prim_funcs = tuple(dict.fromkeys(p for t in workload.stage_tasks for p in t.prim_funcs))
-        tuned_us = tuned_retimed_us = untuned_us = mismatch = None
+        tuned_us = tuned_retimed_us = untuned_us = mismatch = rank = None
+        wrong = 0
         if workload.reshape_only:
             source, latency_us = "view", 0.0
         else:
-            record = database.query_tuning_record(workload.mod, target, workload.name)
-            tuned_s = mean_latency_s(record.run_secs) if record is not None else None
-            if tuned_s is not None:
-                tuned_us = tuned_s * 1e6
-                schedule = database.query_schedule(workload.mod, target, workload.name)
-                tuned_retimed_us, tuned_out = timed_us(schedule.mod, f"{workload.name} tuned")
             untuned_us, untuned_out = timed_us(workload.mod, f"{workload.name} untuned")
+            for i, record in enumerate(ranked_records(database, workload.mod)):
+                schedule = record_schedule(record)
+                if untuned_out is not None:
+                    try:
+                        ok, error = check_kernel(schedule.mod, target, untuned_out)
+                    except Exception as err:  # noqa: BLE001 - a record that cannot be checked is not used
+                        ok, error = False, math.nan
+                        say(f"[tune-network] could not check {workload.name} record {i}: {_first_line(err)}")
+                    if not ok:
+                        wrong += 1
+                        mismatch = error if i == 0 else mismatch
+                        what = "fastest record" if i == 0 else f"record {i} (by measured time)"
+                        warnings.warn(f"{workload.name}: the {what} computes something else than the untuned "
+                                      f"loop nest (max |error| {error:.3g}); trying the next", stacklevel=2)
+                        say(f"[tune-network] {workload.name}: {what} computes something else (max |error| "
+                            f"{error:.3g}); trying the next")
+                        continue
+                rank, tuned_us = i, mean_latency_s(record.run_secs) * 1e6
+                tuned_retimed_us, _ = timed_us(schedule.mod, f"{workload.name} tuned")
+                break
             tuned_here = tuned_retimed_us if tuned_retimed_us is not None else tuned_us
-            if tuned_retimed_us is not None and untuned_out is not None:
-                ok, error = outputs_match(tuned_out, untuned_out)
-                if not ok:
-                    mismatch = error
-                    warnings.warn(f"{workload.name}: the tuned schedule's output differs from the untuned loop "
-                                  f"nest's (max |error| {error:.3g}); using the untuned loop nest", stacklevel=2)
-                    say(f"[tune-network] {workload.name}: tuned schedule's output differs (max |error| "
-                        f"{error:.3g}); the untuned loop nest runs instead")
-            if mismatch is None and tuned_here is not None and (untuned_us is None or tuned_here <= untuned_us):
+            if tuned_here is not None and (untuned_us is None or tuned_here <= untuned_us):
                 source, latency_us = "tuned", tuned_us
             else:
                 source, latency_us = "untuned", untuned_us if untuned_us is not None else math.nan
         out.append(KernelChoice(name=workload.name, weight=workload.weight, calls=calls, prim_funcs=prim_funcs,
                                 source=source, latency_us=latency_us, tuned_us=tuned_us, tuned_retimed_us=tuned_retimed_us,
-                                untuned_us=untuned_us, mismatch_error=mismatch))
+                                untuned_us=untuned_us, mismatch_error=mismatch, record_rank=rank,
+                                wrong_records=wrong))
     return out
+
+
+def chosen_database(workloads: list[Workload], choices: list[KernelChoice], database):
+    """A database holding, per workload that runs tuned, only the record :func:`choose_kernels` chose.
+
+    Compiling with it (``MetaScheduleApplyDatabase``) applies exactly those
+    schedules; the other PrimFuncs keep their untuned loop nests.
+    """
+    chosen = ms.database.MemoryDatabase()
+    for workload, choice in zip(workloads, choices):
+        if choice.source != "tuned":
+            continue
+        record = ranked_records(database, workload.mod, choice.record_rank + 1)[choice.record_rank]
+        entry = chosen.commit_workload(workload.mod)
+        chosen.commit_tuning_record(ms.database.TuningRecord(record.trace, entry, record.run_secs, record.target,
+                                                             record.args_info))
+    return chosen

@@ -17,9 +17,10 @@
    (``MetaScheduleApplyDatabase``, then ``tvm.compile``). MetaSchedule's
    ``compile_relax`` re-runs ``FuseOps`` on what it is given, which can
    regroup kernels (a planned partition is not TVM's), so the kernels that
-   ran would not be the tasks tuned. Per workload the faster of its best
-   record and TVM's untuned loop nest runs
-   (:func:`~tvm_latmodel.networks.kernels.choose_kernels`).
+   ran would not be the tasks tuned. Per workload the faster of its fastest
+   correct record and TVM's untuned loop nest runs
+   (:func:`~tvm_latmodel.networks.kernels.choose_kernels`); only those
+   records are applied (:func:`~tvm_latmodel.networks.kernels.chosen_database`).
 4. **run** and **check** the output against the untuned build of TVM's
    default partition.
 5. **per stage**: each workload's measured latency (what runs) times its
@@ -45,7 +46,8 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from ..fusion.prepare import PLANS, PreparedNetwork, prepare_network
-from .kernels import ATOL, RTOL, KernelChoice, Workload, choose_kernels, distinct_workloads, run_kernel
+from .kernels import (ATOL, RTOL, KernelChoice, Workload, choose_kernels, chosen_database, distinct_workloads,
+                      run_kernel)
 from .network import Network
 from .pipeline import FusedNetwork, build_and_run
 from .stages import STAGES
@@ -380,12 +382,11 @@ def tune_network(network: Network | str, *, trials: int, plan: str = "default", 
     say("[tune-network] timing each kernel untuned; compiling with the tuning database")
     choices = choose_kernels(workloads, database, target, progress=say)
     with target, database, tvm.transform.PassContext(opt_level=3):
+        hits = len(_scheduled_names(relax.transform.MetaScheduleApplyDatabase(enable_warning=False)(
+            prepared.chosen.module)))
+    # Only the chosen records: a wrong fastest record is not applied, and a loop nest that was faster stays.
+    with target, chosen_database(workloads, choices, database), tvm.transform.PassContext(opt_level=3):
         scheduled = relax.transform.MetaScheduleApplyDatabase(enable_warning=False)(prepared.chosen.module)
-    hits = len(_scheduled_names(scheduled))
-    keep = {name for choice in choices if choice.source != "tuned" for name in choice.prim_funcs}
-    for gvar in list(scheduled.get_global_vars()):
-        if gvar.name_hint in keep:  # the untuned loop nest was faster (or nothing was measured)
-            scheduled.update_func(gvar, prepared.chosen.module[gvar.name_hint])
     tuned_names = _scheduled_names(scheduled)
     tuned = FusedNetwork(network=network, target=target, module=scheduled, kernels=prepared.chosen.kernels)
     output, latency_s = build_and_run(tuned, inputs=inputs, repeat=repeat)
