@@ -11,10 +11,11 @@ same search per kernel), and compared by their best measured latencies:
     measured gain = sum(best of each split kernel) - best of the fused kernel
 
 Each form's latency is that of its best schedule whose outputs match the
-untuned loop nest's on the same random inputs (``best_correct``): MetaSchedule
+untuned loop nest's on the same random inputs, with its intermediate buffers
+poisoned (``best_correct``, :func:`~tvm_latmodel.networks.kernels.check_kernel`): MetaSchedule
 does not check what a schedule computes, and TVM 0.27 produces wrong
 schedules of some fused kernels. ``--verify-existing`` applies this check to
-decisions measured before it existed.
+decisions measured (or verified by an older check) before it existed.
 
 A decision is right when its sign matches the measured gain's (fuse when
 fusing measured faster, split otherwise). Each decision's JSON is written to
@@ -65,27 +66,30 @@ def _write_record(record: dict, path: str) -> None:
     os.replace(path + ".tmp", path)
 
 
+#: How ``best_correct`` checks a schedule; decisions verified otherwise are verified again.
+CHECK = "intermediates poisoned (NaN, then 1e30)"
+
+
 def best_correct(work_dir: str, target) -> dict:
     """The fastest record of a tuning database whose outputs match the untuned loop nest's.
 
     MetaSchedule times a schedule without checking what it computes. TVM 0.27
     can produce wrong schedules of fused kernels (seen on fused conv -> conv:
     ``reverse_compute_at`` of the second conv's padding leaves its border
-    unwritten, so it reads uninitialized memory). Records are run in order of
-    measured latency on the same random inputs as the untuned loop nest
-    (:func:`tvm_latmodel.networks.kernels.run_kernel`) until one matches.
+    unwritten, so it reads uninitialized memory). Records are checked in order
+    of measured latency, with their intermediates poisoned, against the untuned
+    loop nest (:func:`tvm_latmodel.networks.kernels.check_kernel`) until one matches.
     """
     import numpy as np
 
-    from tvm_latmodel.networks.kernels import outputs_match, run_kernel
+    from tvm_latmodel.networks.kernels import check_kernel, run_kernel
     from tvm_latmodel.replay import load_database
 
     (task,) = load_database(work_dir)
     _, reference = run_kernel(task.mod, target, number=1, min_repeat_ms=1)
     wrong = []
     for i in np.argsort(task.latencies_s):
-        _, outputs = run_kernel(task.records[i].schedule.mod, target, number=1, min_repeat_ms=1)
-        ok, error = outputs_match(outputs, reference)
+        ok, error = check_kernel(task.records[i].schedule.mod, target, reference)
         if ok:
             return {"best_correct_s": float(task.latencies_s[i]), "wrong_faster": wrong}
         wrong.append({"latency_s": float(task.latencies_s[i]), "max_abs_error": error})
@@ -97,7 +101,8 @@ def apply_verification(record: dict, work: str, target) -> None:
     fused = best_correct(os.path.join(work, "fused"), target)
     split = [best_correct(os.path.join(work, f"split{i}"), target) for i in range(len(record["split"]))]
     record["verified"] = {"fused_wrong_faster": len(fused["wrong_faster"]),
-                          "split_wrong_faster": [len(s["wrong_faster"]) for s in split]}
+                          "split_wrong_faster": [len(s["wrong_faster"]) for s in split], "check": CHECK}
+    record.pop("failed", None)
     if "measured_fused_us" in record and "measured_fused_raw_us" not in record:
         record["measured_fused_raw_us"] = record["measured_fused_us"]
         record["measured_split_raw_us"] = record["measured_split_us"]
@@ -121,7 +126,7 @@ def verify_existing(out: str, target, say) -> None:
         path = os.path.join(folder, name)
         with open(path) as f:
             record = json.load(f)
-        if "verified" in record or "split" not in record:
+        if record.get("verified", {}).get("check") == CHECK or "split" not in record:
             continue
         work = os.path.join(out, "work_dirs", f"{record['network']}-{_slug(record['group'])}")
         apply_verification(record, work, target)
@@ -220,7 +225,8 @@ def write_summary(out: str) -> str:
     lines.append("")
     lines.append(f"Decisions right: {right} of {len(done)}" + (f" ({right / len(done):.0%})" if done else "")
                  + f"; {len(records) - len(done)} failed to measure. Measured latencies are each form's best "
-                 "schedule whose outputs match its untuned loop nest (`raw`: the best measured, when a wrong "
+                 "schedule whose outputs match its untuned loop nest's, with its intermediates poisoned (`raw`: "
+                 "the best measured, when a wrong "
                  "schedule was faster).")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(out, "summary.md"), "w") as f:
