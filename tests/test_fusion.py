@@ -179,6 +179,35 @@ def test_failed_build_falls_back_to_split_with_a_warning(planner, mmimdb_plan, m
     assert math.isfinite(plan.predicted_total_us)
 
 
+def test_only_sampled_schedules_that_compute_the_loop_nest_count(planner, mmimdb_parts, monkeypatch):
+    """The fused group's best predicted schedule is run against its loop nest (poisoned
+    intermediates); a wrong one is passed over for the next, and with none correct the group
+    falls back to its split form."""
+    import tvm_latmodel.networks.kernels as kernels
+
+    _, module, _, groups, _ = mmimdb_parts
+    fused = fuse_group(module, next(g for g in groups if g.pattern == "attention"))
+    fresh = FusionPlanner(planner.target, samples=4, seed=0, model=planner.model)
+    unchecked = fresh.predict_best_s(fused)
+    assert fresh.predict_best_s(fused, check=True) == unchecked  # these attention schedules are correct
+    real, calls = kernels.check_kernel, []
+
+    def first_is_wrong(mod, target, reference):
+        calls.append(mod)
+        return (False, math.inf) if len(calls) == 1 else real(mod, target, reference)
+
+    monkeypatch.setattr(kernels, "check_kernel", first_is_wrong)
+    fresh = FusionPlanner(planner.target, samples=4, seed=0, model=planner.model)
+    second = fresh.predict_best_s(fused, check=True)
+    assert len(calls) == 2 and second >= unchecked  # the next best predicted
+    monkeypatch.setattr(kernels, "check_kernel", lambda mod, target, reference: (False, math.inf))
+    fresh = FusionPlanner(planner.target, samples=4, seed=0, model=planner.model, patterns=["attention"])
+    with pytest.warns(FusionFallbackWarning, match="none of the 4 sampled schedules computes"):
+        plan = fresh.plan(get_network("mmimdb", **TINY_MMIMDB))
+    attention = [g for g in plan.groups if g.source == "pattern:attention"]
+    assert attention and all(g.decision == "split" and g.predicted_gain == 0 for g in attention)
+
+
 def test_broken_group_falls_back_without_monkeypatching(planner, mmimdb_parts):
     """A "group" of two kernels that do not feed each other cannot become one PrimFunc."""
     from tvm_latmodel.fusion import GroupMatch

@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a network option, e.g. image_size=64 (repeatable)")
     p.add_argument("--no-build-check", action="store_true",
-                   help="do not lower each fused group with tvm.compile before predicting it")
+                   help="do not lower each fused group with tvm.compile, nor run its sampled schedules against its loop nest, before predicting it")
     p.set_defaults(func=_cmd_fusion_plan)
 
 

@@ -11,7 +11,10 @@ For a network after TVM's default fusion, :class:`FusionPlanner`
 3. predicts each PrimFunc's latency as the *best* prediction of the hybrid
    model over ``samples`` schedules drawn from MetaSchedule's design space
    (what tuning could reach, not one arbitrary schedule); the split form
-   costs the sum of its default kernels' best predictions;
+   costs the sum of its default kernels' best predictions. On a CPU a fused
+   group's schedules are also run: only those that compute what its loop
+   nest does count, and a group with none falls back to its split form
+   (TVM 0.27 schedules some fused conv -> conv kernels into wrong code);
 4. fuses a group when its predicted latency beats the split form's, and
    reports the predicted gain and the DRAM traffic fusion removes.
 
@@ -258,7 +261,9 @@ class FusionPlanner:
     patterns : list of str, optional
         Pattern names (default: all of :data:`tvm_latmodel.fusion.PATTERNS`).
     check_build : bool
-        Lower every fused group with ``tvm.compile`` before predicting it.
+        Lower every fused group with ``tvm.compile`` before predicting it, and
+        (CPU targets) count only sampled schedules that compute what its loop
+        nest does (:meth:`predict_best_s`).
     model : HybridCostModel, optional
         The predictor (default ``HybridCostModel(target=target)``).
     progress : callable, optional
@@ -274,7 +279,7 @@ class FusionPlanner:
         self.check_build = check_build
         self.model = model
         self.progress = progress
-        self.cache_: dict[int, list[tuple[tvm.IRModule, float]]] = {}
+        self.cache_: dict[int, list[tuple[tvm.IRModule, bool, float]]] = {}
 
     # ------------------------------------------------------------ helpers
     def _target(self) -> tvm.target.Target:
@@ -295,21 +300,30 @@ class FusionPlanner:
         if self.progress is not None:
             self.progress(text)
 
-    def predict_best_s(self, mod: tvm.IRModule) -> float:
+    def predict_best_s(self, mod: tvm.IRModule, *, check: bool = False) -> float:
         """Best predicted latency (seconds) of a ``{"main": PrimFunc}`` module over sampled schedules.
+
+        With ``check`` (CPU targets), the schedules are run, best predicted
+        first, against the untuned loop nest with their intermediates
+        poisoned (:func:`~tvm_latmodel.networks.kernels.check_kernel`), and the
+        best predicted one that computes the same thing counts: TVM 0.27
+        produces wrong schedules of some fused kernels, and a fusion is only
+        worth what its correct schedules reach.
 
         Raises
         ------
         FusionError
-            If MetaSchedule yields no valid schedule.
+            If MetaSchedule yields no valid schedule, or (``check``) none of
+            them computes what the loop nest does.
         """
         from tvm_latmodel.sampling import make_context, sample_schedules  # pylint: disable=import-outside-toplevel
 
-        key = int(tvm_ffi.structural_hash(mod))
-        for known, value in self.cache_.get(key, []):
-            if tvm_ffi.structural_equal(known, mod):
-                return value
         target = self._target()
+        check = check and target.kind.name == "llvm"
+        key = int(tvm_ffi.structural_hash(mod))
+        for known, checked, value in self.cache_.get(key, []):
+            if checked >= check and tvm_ffi.structural_equal(known, mod):
+                return value
         context = make_context(mod, target, self.seed + 1)
         schedules = sample_schedules(mod, target, self.samples, seed=self.seed, context=context)
         if not schedules:
@@ -317,12 +331,30 @@ class FusionPlanner:
         candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_prim_func(s.mod["main"]))
                       for s in schedules]
         latencies = np.asarray(self._model().predict_latency_s(context, candidates), dtype=float)
-        latencies = latencies[np.isfinite(latencies) & (latencies > 0)]
-        if latencies.size == 0:
+        usable = [i for i in np.argsort(latencies) if np.isfinite(latencies[i]) and latencies[i] > 0]
+        if not usable:
             raise FusionError("the model predicted no finite latency")
-        best = float(latencies.min())
-        self.cache_.setdefault(key, []).append((mod, best))
+        best = float(latencies[usable[0]])
+        if check:
+            best = self._best_correct_s(mod, [schedules[i] for i in usable], latencies[usable])
+        self.cache_.setdefault(key, []).append((mod, check, best))
         return best
+
+    def _best_correct_s(self, mod: tvm.IRModule, schedules: list, latencies) -> float:
+        """The first of ``schedules`` (best predicted first) that computes what ``mod`` does."""
+        from tvm_latmodel.networks.kernels import check_kernel, run_kernel  # pylint: disable=import-outside-toplevel
+
+        target = self._target()
+        _, reference = run_kernel(mod, target, number=1, min_repeat_ms=0)
+        for n, (sch, latency) in enumerate(zip(schedules, latencies)):
+            ok, _ = check_kernel(sch.mod, target, reference)
+            if ok:
+                if n:
+                    self._say(f"[fusion] {n} better-predicted sampled schedule(s) compute something else "
+                              "than the fused loop nest; the next correct one counts")
+                return float(latency)
+        raise FusionError(f"none of the {len(schedules)} sampled schedules computes what the fused loop nest "
+                          "does (checked with poisoned intermediates); TVM would tune it into wrong code")
 
     def _kernel_us(self, fused_module, kernel: KernelInfo, notes: list[str]) -> float:
         mod = _task_mod(fused_module[kernel.prim_func])
@@ -445,7 +477,7 @@ class FusionPlanner:
             fused_mod = fuse_group(module, match)
             if self.check_build:
                 build_check(fused_mod, self._target())
-            fused_us = self.predict_best_s(fused_mod) * 1e6
+            fused_us = self.predict_best_s(fused_mod, check=self.check_build) * 1e6
         except Exception as err:  # noqa: BLE001 - a failed group falls back, never crashes
             group.note = (f"{group.name} fell back to its split form: "
                           f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}")
