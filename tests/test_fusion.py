@@ -20,6 +20,8 @@ from tvm_latmodel.fusion import (
     FusionError,
     apply_plan,
     FusionFallbackWarning,
+    FusionGroup,
+    FusionPlan,
     FusionPlanner,
     build_check,
     find_groups,
@@ -27,6 +29,7 @@ from tvm_latmodel.fusion import (
     kernel_infos,
     op_names,
 )
+from tvm_latmodel.fusion import padding as padding_module
 from tvm_latmodel.fusion import planner as planner_module
 from tvm_latmodel.networks import get_network
 
@@ -138,9 +141,13 @@ def test_module_that_cannot_be_partitioned_is_a_clear_error():
         FusionPlanner().partition("mmimdb")
 
 
-def test_bottleneck_groups_on_mobilenetv2():
-    fused = FusionPlanner().partition(get_network("mobilenetv2", **TINY_MOBILENET))
-    _, _, kernels, groups, _ = fused
+@pytest.fixture(scope="module")
+def mobilenet_parts(planner):
+    return planner.partition(get_network("mobilenetv2", **TINY_MOBILENET))
+
+
+def test_bottleneck_groups_on_mobilenetv2(mobilenet_parts):
+    _, _, kernels, groups, _ = mobilenet_parts
     bottlenecks = [g for g in groups if g.pattern == "bottleneck"]
     assert len(bottlenecks) >= 10  # 16 expanding blocks, some paired with the next by residuals
     first = bottlenecks[0].kernels
@@ -159,6 +166,62 @@ def test_attention_group_fuses_into_one_primfunc_that_builds(planner, mmimdb_par
     latency_s = planner.predict_best_s(fused)
     assert math.isfinite(latency_s) and latency_s > 0
     assert attention.dram_bytes_saved == 2 * sum(k.output_bytes for k in attention.kernels[:2])
+
+
+def _padding_blocks(mod: tvm.IRModule) -> dict[str, bool]:
+    """Padding blocks of ``mod``'s ``main``: whether each reads a buffer the kernel allocates."""
+    sch = tvm.s_tir.Schedule(mod)
+    root = sch.get_sblock("root")
+    allocated = list(sch.get(root).alloc_buffers)
+    return {sch.get(b).name_hint: any(r.source.same_as(a) for r in sch.get(b).reads for a in allocated)
+            for b in sch.get_child_blocks(root) if padding_module._is_padding(sch.get(b))}
+
+
+def test_padding_between_fused_convs_is_inlined_so_no_schedule_can_drop_its_border(
+        planner, mobilenet_parts, monkeypatch):
+    """TVM 0.27: ``reverse_compute_at`` of the padding under a tile of its producer writes only
+    the interior. Fused, the padding is inlined into the second conv, so there is no such block."""
+    from tvm_latmodel.networks.kernels import check_kernel, outputs_match, run_kernel
+
+    _, module, _, groups, _ = mobilenet_parts
+    group = next(g for g in groups if g.pattern == "conv_conv")  # stem conv -> depthwise conv
+    target = planner._target()
+    with monkeypatch.context() as patch:
+        patch.setattr(planner_module, "inline_intermediate_padding", lambda mod: (mod, 0))
+        raw = fuse_group(module, group)
+    fused = fuse_group(module, group)
+    assert _padding_blocks(raw) == {"pad_temp": False, "pad_temp1": True}
+    assert _padding_blocks(fused) == {"pad_temp": False}  # the stem's own input padding stays
+    _, reference = run_kernel(raw, target, number=1, min_repeat_ms=0)
+    _, outputs = run_kernel(fused, target, number=1, min_repeat_ms=0)
+    assert outputs_match(outputs, reference) == (True, 0.0)
+
+    # The bug, reproduced on the raw form: one reverse_compute_at loses the border.
+    sch = tvm.s_tir.Schedule(raw)
+    rows = sch.get_loops(sch.get_sblock("compute"))[2]  # the first conv's ReLU6, pad_temp1's producer
+    tile, _ = sch.split(rows, [2, None])
+    sch.reverse_compute_at(sch.get_sblock("pad_temp1"), tile)
+    ok, error = check_kernel(sch.mod, target, reference)
+    assert not ok and error > 1.0
+
+
+def test_applied_plan_inlines_the_padding_between_fused_convs(planner, mobilenet_parts):
+    import numpy as np
+
+    name, module, _, groups, _ = mobilenet_parts
+    group = next(g for g in groups if g.pattern == "conv_conv")
+    chosen = FusionGroup(name="conv_conv0", stage="encoder", ops=[], source="pattern:conv_conv",
+                         predicted_us=1.0, unfused_predicted_us=2.0, predicted_gain=1.0, decision="fuse",
+                         dram_bytes_saved=0, match=group)
+    plan = FusionPlan(network=name, target=planner._target(), groups=[chosen], notes=[], samples=1, module=module)
+    applied = apply_plan(plan)
+    new = [f for gv, f in applied.functions.items()
+           if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint not in {g.name_hint for g in module.functions}]
+    assert len(new) == 1
+    assert _padding_blocks(tvm.IRModule({"main": new[0]})) == {"pad_temp": False}
+    network = get_network("mobilenetv2", **TINY_MOBILENET)
+    np.testing.assert_allclose(_run(applied, network, planner._target()), _run(module, network, planner._target()),
+                               rtol=1e-4, atol=1e-5)
 
 
 def test_failed_build_falls_back_to_split_with_a_warning(planner, mmimdb_plan, monkeypatch):

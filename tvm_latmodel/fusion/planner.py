@@ -5,7 +5,9 @@ For a network after TVM's default fusion, :class:`FusionPlanner`
 1. finds the larger groups the :mod:`~tvm_latmodel.fusion.patterns` allow
    (MobileNetV2 bottlenecks, attention, concat -> linear, conv -> conv);
 2. fuses each into one PrimFunc with ``FuseOpsByPattern`` + ``FuseTIR``
-   (:func:`fuse_group`) and checks that it lowers (``tvm.compile``); a group
+   (:func:`fuse_group`; padding between fused operators is inlined, see
+   :mod:`~tvm_latmodel.fusion.padding`) and checks that it lowers
+   (``tvm.compile``); a group
    that fails falls back to its split form with a
    :class:`FusionFallbackWarning`, never an exception;
 3. predicts each PrimFunc's latency as the *best* prediction of the hybrid
@@ -35,6 +37,7 @@ import tvm_ffi
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
+from .padding import inline_intermediate_padding
 from .patterns import (
     FusionError,
     GroupMatch,
@@ -205,6 +208,10 @@ def _chain_module(fused_module: tvm.IRModule, group: GroupMatch) -> tvm.IRModule
 def fuse_group(fused_module: tvm.IRModule, group: GroupMatch) -> tvm.IRModule:
     """Fuse one group into a single PrimFunc with ``FuseOpsByPattern`` and ``FuseTIR``.
 
+    Padding between two fused operators is inlined into its consumer
+    (:func:`~tvm_latmodel.fusion.padding.inline_intermediate_padding`), so no
+    schedule can leave its border unwritten.
+
     Parameters
     ----------
     fused_module : tvm.IRModule
@@ -239,7 +246,8 @@ def fuse_group(fused_module: tvm.IRModule, group: GroupMatch) -> tvm.IRModule:
     prim_funcs = [fn for fn in merged.functions.values() if isinstance(fn, tvm.tirx.PrimFunc)]
     if len(prim_funcs) != 1:
         raise FusionError(f"FuseTIR left {len(prim_funcs)} PrimFuncs for {group.pattern}, not 1")
-    return _task_mod(prim_funcs[0])
+    mod, _ = inline_intermediate_padding(_task_mod(prim_funcs[0]))
+    return mod
 
 
 def build_check(mod: tvm.IRModule, target: tvm.target.Target) -> None:
@@ -500,7 +508,8 @@ def apply_plan(plan: FusionPlan, decisions: dict[str, str] | None = None) -> tvm
     Runs ``FuseOpsByPattern`` (one exact ``tvm.relax.dpl`` pattern per fused
     group, see :func:`~tvm_latmodel.fusion.patterns.chain_fusion_pattern`) and
     ``FuseTIR`` over the whole default-fused module, so the result compiles
-    with ``tvm.compile`` and its kernels are the plan's.
+    with ``tvm.compile`` and its kernels are the plan's. As in
+    :func:`fuse_group`, padding between fused operators is inlined.
 
     Parameters
     ----------
@@ -526,6 +535,7 @@ def apply_plan(plan: FusionPlan, decisions: dict[str, str] | None = None) -> tvm
               if g.match is not None and decisions.get(g.name, g.decision) == "fuse"]
     if not chosen:
         return plan.module
+    old_names = {gvar.name_hint for gvar in plan.module.functions}
     patterns, seen = [], set()
     for group in chosen:
         key = tuple(k.prim_func for k in group.match.kernels)
@@ -535,6 +545,11 @@ def apply_plan(plan: FusionPlan, decisions: dict[str, str] | None = None) -> tvm
         patterns.append(chain_fusion_pattern(group.match, f"{group.match.pattern}_{len(patterns)}"))
     grouped = relax.transform.FuseOpsByPattern(patterns, bind_constants=False)(plan.module)
     fused = relax.transform.FuseTIR()(grouped)
+    for gvar, func in list(fused.functions.items()):
+        if isinstance(func, tvm.tirx.PrimFunc) and gvar.name_hint not in old_names:
+            inlined, count = inline_intermediate_padding(tvm.IRModule({"main": func}))
+            if count:
+                fused[gvar] = inlined["main"]
     before = len(kernel_infos(plan.module))
     expected = before - sum(len(g.match.kernels) - 1 for g in chosen)
     after = len(kernel_infos(fused))
