@@ -119,6 +119,30 @@ def apply_verification(record: dict, work: str, target) -> None:
     record["correct"] = record["measured_decision"] == record["decision"]
 
 
+def audit(out: str, target, say) -> dict:
+    """Check *every* fused record of each measured decision (not just until the first correct one);
+    writes ``OUT/audit.json``: per group, how many fused records there are and how many are wrong."""
+    from tvm_latmodel.networks.kernels import check_kernel, run_kernel
+    from tvm_latmodel.replay import load_database
+
+    result = {}
+    for name in sorted(os.listdir(os.path.join(out, "decisions"))):
+        with open(os.path.join(out, "decisions", name)) as f:
+            record = json.load(f)
+        work = os.path.join(out, "work_dirs", f"{record['network']}-{_slug(record['group'])}", "fused")
+        if not os.path.isdir(work):
+            continue
+        (task,) = load_database(work)
+        _, reference = run_kernel(task.mod, target, number=1, min_repeat_ms=1)
+        wrong = sum(not check_kernel(r.schedule.mod, target, reference)[0] for r in task.records)
+        key = f"{record['network']} {record['group']}"
+        result[key] = {"fused_records": len(task.records), "wrong": wrong, "check": CHECK}
+        say(f"[audit] {key}: {wrong} of {len(task.records)} fused records wrong")
+    with open(os.path.join(out, "audit.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
 def verify_existing(out: str, target, say) -> None:
     """Verify the decisions already measured under OUT (their databases in OUT/work_dirs)."""
     folder = os.path.join(out, "decisions")
@@ -269,6 +293,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/fusion_decisions")
     ap.add_argument("--report-only", action="store_true", help="rewrite summary.md and gains.png only")
+    ap.add_argument("--audit", action="store_true",
+                    help="check every fused record of the decisions under OUT and write OUT/audit.json")
     ap.add_argument("--verify-existing", action="store_true",
                     help="check the decisions already measured: each form's best schedule must compute what its "
                          "untuned loop nest computes (the gain is recomputed from the best correct ones)")
@@ -281,6 +307,11 @@ def main() -> int:
     if unknown:
         ap.error(f"unknown network(s) {', '.join(unknown)}; known: {', '.join(list_networks())}")
     os.makedirs(args.out, exist_ok=True)
+    if args.audit:
+        from tvm_latmodel.targets import host_target
+
+        audit(args.out, host_target(), lambda text: print(text, file=sys.stderr, flush=True))
+        return 0
     if args.verify_existing:
         from tvm_latmodel.targets import host_target
 
