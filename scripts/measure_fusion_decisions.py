@@ -70,15 +70,15 @@ def _write_record(record: dict, path: str) -> None:
 CHECK = "intermediates poisoned (NaN, then 1e30)"
 
 
-def best_correct(work_dir: str, target) -> dict:
-    """The fastest record of a tuning database whose outputs match the untuned loop nest's.
+def checked_records(work_dir: str, target):
+    """A tuning database's records, fastest measured first: (seconds, matches, max |error|) each.
 
     MetaSchedule times a schedule without checking what it computes. TVM 0.27
     can produce wrong schedules of fused kernels (seen on fused conv -> conv:
     ``reverse_compute_at`` of the second conv's padding leaves its border
-    unwritten, so it reads uninitialized memory). Records are checked in order
-    of measured latency, with their intermediates poisoned, against the untuned
-    loop nest (:func:`tvm_latmodel.networks.kernels.check_kernel`) until one matches.
+    unwritten, so it reads uninitialized memory). Each record runs with its
+    intermediates poisoned against the untuned loop nest
+    (:func:`tvm_latmodel.networks.kernels.check_kernel`), lazily, as consumed.
     """
     import numpy as np
 
@@ -87,12 +87,19 @@ def best_correct(work_dir: str, target) -> dict:
 
     (task,) = load_database(work_dir)
     _, reference = run_kernel(task.mod, target, number=1, min_repeat_ms=1)
-    wrong = []
     for i in np.argsort(task.latencies_s):
         ok, error = check_kernel(task.records[i].schedule.mod, target, reference)
+        yield float(task.latencies_s[i]), ok, error
+
+
+def best_correct(work_dir: str, target) -> dict:
+    """The fastest record of a tuning database whose outputs match the untuned loop nest's
+    (:func:`checked_records`, checked until one matches)."""
+    wrong = []
+    for latency_s, ok, error in checked_records(work_dir, target):
         if ok:
-            return {"best_correct_s": float(task.latencies_s[i]), "wrong_faster": wrong}
-        wrong.append({"latency_s": float(task.latencies_s[i]), "max_abs_error": error})
+            return {"best_correct_s": latency_s, "wrong_faster": wrong}
+        wrong.append({"latency_s": latency_s, "max_abs_error": error})
     return {"best_correct_s": None, "wrong_faster": wrong}
 
 
@@ -122,9 +129,6 @@ def apply_verification(record: dict, work: str, target) -> None:
 def audit(out: str, target, say) -> dict:
     """Check *every* fused record of each measured decision (not just until the first correct one);
     writes ``OUT/audit.json``: per group, how many fused records there are and how many are wrong."""
-    from tvm_latmodel.networks.kernels import check_kernel, run_kernel
-    from tvm_latmodel.replay import load_database
-
     result = {}
     for name in sorted(os.listdir(os.path.join(out, "decisions"))):
         with open(os.path.join(out, "decisions", name)) as f:
@@ -132,12 +136,10 @@ def audit(out: str, target, say) -> dict:
         work = os.path.join(out, "work_dirs", f"{record['network']}-{_slug(record['group'])}", "fused")
         if not os.path.isdir(work):
             continue
-        (task,) = load_database(work)
-        _, reference = run_kernel(task.mod, target, number=1, min_repeat_ms=1)
-        wrong = sum(not check_kernel(r.schedule.mod, target, reference)[0] for r in task.records)
+        checks = [ok for _, ok, _ in checked_records(work, target)]
         key = f"{record['network']} {record['group']}"
-        result[key] = {"fused_records": len(task.records), "wrong": wrong, "check": CHECK}
-        say(f"[audit] {key}: {wrong} of {len(task.records)} fused records wrong")
+        result[key] = {"fused_records": len(checks), "wrong": checks.count(False), "check": CHECK}
+        say(f"[audit] {key}: {checks.count(False)} of {len(checks)} fused records wrong")
     with open(os.path.join(out, "audit.json"), "w") as f:
         json.dump(result, f, indent=1)
     return result

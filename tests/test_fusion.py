@@ -175,10 +175,7 @@ def test_attention_group_fuses_into_one_primfunc_that_builds(planner, mmimdb_par
 def _padding_blocks(mod: tvm.IRModule) -> dict[str, bool]:
     """Padding blocks of ``mod``'s ``main``: whether each reads a buffer the kernel allocates."""
     sch = tvm.s_tir.Schedule(mod)
-    root = sch.get_sblock("root")
-    allocated = list(sch.get(root).alloc_buffers)
-    return {sch.get(b).name_hint: any(r.source.same_as(a) for r in sch.get(b).reads for a in allocated)
-            for b in sch.get_child_blocks(root) if padding_module._is_padding(sch.get(b))}
+    return {sch.get(block).name_hint: intermediate for block, intermediate in padding_module.padding_blocks(sch)}
 
 
 def test_padding_between_fused_convs_is_inlined_so_no_schedule_can_drop_its_border(

@@ -33,6 +33,19 @@ def _is_padding(block) -> bool:
     return getattr(op, "name", "").endswith("if_then_else") and hasattr(store, "indices")
 
 
+def padding_blocks(sch: "tvm.s_tir.Schedule") -> list[tuple["tvm.s_tir.SBlockRV", bool]]:
+    """The padding blocks under ``sch``'s root, each with whether it pads an intermediate
+    (reads a buffer the kernel allocates) rather than one of the kernel's inputs."""
+    root = sch.get_sblock("root")
+    allocated = list(sch.get(root).alloc_buffers)
+    found = []
+    for block_rv in sch.get_child_blocks(root):
+        block = sch.get(block_rv)
+        if _is_padding(block):
+            found.append((block_rv, any(read.source.same_as(buf) for read in block.reads for buf in allocated)))
+    return found
+
+
 def inline_intermediate_padding(mod: tvm.IRModule) -> tuple[tvm.IRModule, int]:
     """``mod``'s ``main`` with each padding of an intermediate tensor inlined into its consumer.
 
@@ -51,14 +64,9 @@ def inline_intermediate_padding(mod: tvm.IRModule) -> tuple[tvm.IRModule, int]:
         catches a wrong schedule of it).
     """
     sch = tvm.s_tir.Schedule(mod)
-    root = sch.get_sblock("root")
-    allocated = list(sch.get(root).alloc_buffers)
     inlined = 0
-    for block_rv in sch.get_child_blocks(root):
-        block = sch.get(block_rv)
-        if not _is_padding(block):
-            continue
-        if not any(read.source.same_as(buf) for read in block.reads for buf in allocated):
+    for block_rv, intermediate in padding_blocks(sch):
+        if not intermediate:
             continue  # pads an input of the kernel: as in the split kernels
         try:
             sch.compute_inline(block_rv)
