@@ -412,3 +412,30 @@ def test_without_a_correct_record_the_untuned_loop_nest_runs(monkeypatch):
     assert (choice.source, choice.record_rank, choice.wrong_records) == ("untuned", None, 2)
     assert choice.latency_us == choice.untuned_us > 0 and choice.tuned_us is None
     assert len(kernels.chosen_database(workloads, [choice], database)) == 0
+
+
+def test_a_record_that_cannot_be_checked_is_skipped_never_run(monkeypatch):
+    """A record whose check raises (it no longer builds, say) counts as wrong: the next record is
+    checked, and the failure is reported, not raised."""
+    import tvm_latmodel.networks.kernels as kernels
+
+    target = host_target()
+    network = make_network("toy", ToyNet(), {})
+    workloads = [w for w in distinct_workloads(prepare_network(network, plan="default", target=target).tasks)
+                 if not w.reshape_only][:1]
+    database = _memory_database(workloads, [1e-9, 2e-9])
+    real, said = kernels.check_kernel, []
+
+    def first_cannot_be_checked(mod, target, reference):
+        if not said:
+            said.append(None)
+            raise RuntimeError("deliberately unbuildable record")
+        return real(mod, target, reference)
+
+    monkeypatch.setattr(kernels, "check_kernel", first_cannot_be_checked)
+    lines = []
+    with pytest.warns(UserWarning, match="fastest record computes something else"):
+        (choice,) = kernels.choose_kernels(workloads, database, target, progress=lines.append)
+    assert (choice.record_rank, choice.wrong_records) == (1, 1) and math.isnan(choice.mismatch_error)
+    assert choice.tuned_us == pytest.approx(2e-3)
+    assert any("could not check" in line and "deliberately unbuildable record" in line for line in lines)
