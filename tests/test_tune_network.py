@@ -305,12 +305,19 @@ def test_tune_network_end_to_end_json(toy_registered, tmp_path, capsys):
     assert os.path.getsize(os.path.join(work_dir, "database_tuning_record.json")) > 0
     # per workload the faster of its best schedule and the untuned loop nest runs (timed here, alike)
     assert any(t["tuned_us"] is not None for t in result["tasks"])
+    # and a workload without a record gets the model's best predicted correct pick, timed the same way
     for task in result["tasks"]:
         if task["source"] == "tuned":
             assert task["latency_us"] == task["tuned_us"] and task["tuned_retimed_us"] <= task["untuned_us"]
+            assert task["picked_us"] is None
+        elif task["source"] == "predicted":
+            assert task["tuned_us"] is None and task["latency_us"] == task["picked_us"] <= task["untuned_us"]
         else:
             assert task["source"] == "untuned" and task["latency_us"] == task["untuned_us"] > 0
             assert task["tuned_retimed_us"] is None or task["untuned_us"] < task["tuned_retimed_us"]
+            assert task["picked_us"] is None or task["untuned_us"] < task["picked_us"]
+        if task["source"] != "view" and task["tuned_us"] is None:  # 2 trials leave tasks unmeasured: each was offered a pick
+            assert task["picked_us"] > 0 and task["pick_rank"] == task["wrong_picks"] == 0
     assert set(result["stages_retimed"]) == set(result["stages"])
     assert "[scheduler] task #" in err and "warm-up" in err
     # the human summary: short, every line labelled

@@ -121,13 +121,15 @@ def print_summary(result, file=None) -> None:
     file = file or sys.stdout
     stages = ", ".join(f"{stage} {us:.1f} us" for stage, us in result.stages.items())
     tuned = sum(1 for t in result.tasks if t["source"] == "tuned")
+    picked = sum(1 for t in result.tasks if t["source"] == "predicted")
     print(f"network         {result.network} ({result.plan} plan, {result.kernels} kernels)", file=file)
     print(f"latency         {result.latency_us:.1f} us tuned, {result.untuned_latency_us:.1f} us untuned "
           f"(speed-up {result.untuned_latency_us / result.latency_us:.2f}x)", file=file)
     print(f"per stage       {stages}", file=file)
     print(f"tuning          {result.trials_measured} trials of {result.trials} in {result.tuning_seconds:.0f} s "
           f"({result.cost_model} model, {result.scheduler} scheduler); {tuned} of {len(result.tasks)} tasks tuned, "
-          f"{result.tuned_kernels} of {result.kernels} kernels run a tuned schedule", file=file)
+          f"{picked} run the model's unmeasured pick, {result.tuned_kernels} of {result.kernels} kernels "
+          "run a scheduled kernel", file=file)
     print(f"output check    max |error| {result.max_abs_error:.2e} "
           f"({'matches' if result.output_matches else 'DIFFERS from'} the untuned build)", file=file)
     print(f"database        {result.database}", file=file)

@@ -6,7 +6,11 @@
 computes what TVM's untuned loop nest computes (:func:`check_kernel`: same
 inputs, intermediate buffers poisoned so that a read of memory the kernel
 never wrote shows), times it and the loop nest here in the same conditions
-(:func:`run_kernel`), and keeps the faster (:class:`KernelChoice`).
+(:func:`run_kernel`), and keeps the faster (:class:`KernelChoice`). A workload
+that tuning never reached (a budget smaller than the tasks) or left without a
+correct record gets the tuning cost model's pick instead: the best predicted
+correct one of :data:`PICK_SAMPLES` schedules sampled from its design space
+(:func:`predicted_schedules`), timed against the loop nest the same way.
 Reshape-only workloads become views when compiled: nothing runs for them.
 """
 
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import tvm
@@ -98,8 +102,13 @@ RTOL, ATOL = 1e-3, 1e-4
 #: ``max(x, 0)``, which drops a NaN (LLVM lowers it to a compare and select).
 POISONS = (float("nan"), 1e30)
 
-#: Records of one workload checked, fastest first, before its untuned loop nest runs instead.
+#: Records of one workload checked, fastest first, before its untuned loop nest runs instead
+#: (and, for a workload without a correct record, predicted picks checked, best predicted first).
 MAX_RECORDS_CHECKED = 8
+
+#: Schedules sampled from the design space of a workload without a correct record, for the
+#: tuning cost model to pick from (:func:`predicted_schedules`).
+PICK_SAMPLES = 32
 
 
 def _arguments(infos) -> list:
@@ -244,6 +253,46 @@ def record_schedule(record) -> "tvm.s_tir.Schedule":
     return sch
 
 
+def predicted_schedules(mod: tvm.IRModule, target, model, *, samples: int = PICK_SAMPLES,
+                        seed: int = 0) -> list:
+    """Schedules sampled from ``mod``'s design space, the one ``model`` predicts fastest first.
+
+    This is the pick for a workload tuning never measured: MetaSchedule's own
+    design space (:func:`tvm_latmodel.sampling.sample_schedules`, what its
+    search starts from), ranked by a MetaSchedule cost model's ``predict``
+    (higher score: faster) without any measurement.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        The ``{"main": PrimFunc}`` workload.
+    target : tvm.target.Target
+    model : ms.cost_model.CostModel
+        Any MetaSchedule cost model (the one tuning used, in ``tune-network``).
+    samples : int
+        Schedules sampled.
+    seed : int
+
+    Returns
+    -------
+    list of tvm.s_tir.Schedule
+        Best predicted first (ties in sampling order); empty when the design
+        space yields no valid schedule.
+    """
+    from ..sampling import make_context, sample_schedules  # pylint: disable=import-outside-toplevel
+
+    context = make_context(mod, target, seed + 1)
+    schedules = sample_schedules(mod, target, samples, seed=seed, context=context)
+    if not schedules:
+        return []
+    candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_prim_func(s.mod["main"])) for s in schedules]
+    scores = np.asarray(model.predict(context, candidates), dtype="float64").reshape(-1)
+    if scores.shape != (len(schedules),):
+        raise ValueError(f"the cost model gave {scores.shape[0]} scores for {len(schedules)} candidates")
+    scores[~np.isfinite(scores)] = -np.inf
+    return [schedules[i] for i in np.argsort(-scores, kind="stable")]
+
+
 @dataclass
 class KernelChoice:
     """What runs for one workload, and its measured latencies (microseconds, one call).
@@ -259,11 +308,14 @@ class KernelChoice:
     prim_funcs : tuple of str
         The partition's PrimFuncs with this workload.
     source : str
-        ``tuned`` (the fastest correct record), ``untuned`` (TVM's default
-        loop nest: no correct record was measured, or it was faster) or
-        ``view`` (reshape only: no kernel runs).
+        ``tuned`` (the fastest correct record), ``predicted`` (no correct
+        record: the cost model's best predicted correct pick among sampled
+        schedules, never measured during tuning), ``untuned`` (TVM's default
+        loop nest: it was faster, or there was nothing else) or ``view``
+        (reshape only: no kernel runs).
     latency_us : float
-        What runs: that record's measurement when tuned, else the untuned time.
+        What runs: that record's measurement when tuned, else the time taken
+        here (the pick's or the untuned loop nest's).
     tuned_us : float or None
         The fastest correct record's measurement (taken during tuning, while
         the search of the next task shares the CPU).
@@ -279,6 +331,15 @@ class KernelChoice:
         is correct).
     wrong_records : int
         Faster records skipped because they compute something else.
+    picked_us : float or None
+        Without a correct record: the predicted pick, timed here like the
+        untuned loop nest.
+    pick_rank : int or None
+        The pick's place in the model's order (0: its best predicted).
+    wrong_picks : int
+        Better-predicted picks skipped because they compute something else.
+    picked_trace : tvm.s_tir.schedule.Trace or None
+        The pick's schedule (for :func:`chosen_database`; not in ``to_json``).
     """
 
     name: str
@@ -293,21 +354,27 @@ class KernelChoice:
     mismatch_error: float | None = None
     record_rank: int | None = None
     wrong_records: int = 0
+    picked_us: float | None = None
+    pick_rank: int | None = None
+    wrong_picks: int = 0
+    picked_trace: object = field(default=None, repr=False, compare=False)
 
     @property
     def retimed_us(self) -> float:
         """What runs, timed here after tuning (``latency_us`` when that failed)."""
-        value = {"tuned": self.tuned_retimed_us, "untuned": self.untuned_us, "view": 0.0}[self.source]
+        value = {"tuned": self.tuned_retimed_us, "predicted": self.picked_us, "untuned": self.untuned_us,
+                 "view": 0.0}[self.source]
         return self.latency_us if value is None else value
 
     def to_json(self) -> dict:
-        """The fields as a dict (``NaN`` kept; ``NetworkTuneResult.to_json`` makes it ``null``)."""
-        return asdict(self)
+        """The fields as a dict, but the trace (``NaN`` kept; ``NetworkTuneResult.to_json`` makes it ``null``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "picked_trace"}
 
 
-def choose_kernels(workloads: list[Workload], database, target, *, progress=None) -> list[KernelChoice]:
-    """Per workload: the fastest record that computes the right thing, unless TVM's untuned
-    loop nest is faster.
+def choose_kernels(workloads: list[Workload], database, target, *, pick=None,
+                   progress=None) -> list[KernelChoice]:
+    """Per workload: the fastest record that computes the right thing (or, without one, the
+    model's pick), unless TVM's untuned loop nest is faster.
 
     The records are checked fastest first (:func:`check_kernel`, against the
     untuned loop nest's outputs on the same inputs) until one matches, at most
@@ -320,6 +387,13 @@ def choose_kernels(workloads: list[Workload], database, target, *, progress=None
     failed to run) the fastest record runs unchecked; the whole network's
     output is still checked.
 
+    A workload with no correct record (tuning never reached it, or every
+    record checked was wrong) gets ``pick``'s schedules instead, best
+    predicted first: the first that passes the same check (at most
+    :data:`MAX_RECORDS_CHECKED` tried) is timed here and runs if it beats the
+    loop nest. These picks are not tuning trials; like the loop nest, each
+    costs one check and one timing here.
+
     Parameters
     ----------
     workloads : list of Workload
@@ -327,6 +401,11 @@ def choose_kernels(workloads: list[Workload], database, target, *, progress=None
     database : ms.database.Database
         The tuning database.
     target : tvm.target.Target
+    pick : callable, optional
+        ``pick(workload) -> list of Schedule``, best predicted first (e.g.
+        :func:`predicted_schedules` with the tuning cost model). ``None``: no
+        picks, the loop nest runs where no record does. A pick that raises is
+        reported and skipped.
     progress : callable, optional
         One line of progress text at a time (a wrong record, a kernel that
         could not be timed).
@@ -355,7 +434,8 @@ def choose_kernels(workloads: list[Workload], database, target, *, progress=None
             calls[task.stage] = calls.get(task.stage, 0) + task.weight
         prim_funcs = tuple(dict.fromkeys(p for t in workload.stage_tasks for p in t.prim_funcs))
         tuned_us = tuned_retimed_us = untuned_us = mismatch = rank = None
-        wrong = 0
+        picked_us = pick_rank = picked_trace = None
+        wrong = wrong_picks = 0
         if workload.reshape_only:
             source, latency_us = "view", 0.0
         else:
@@ -380,30 +460,67 @@ def choose_kernels(workloads: list[Workload], database, target, *, progress=None
                 rank, tuned_us = i, mean_latency_s(record.run_secs) * 1e6
                 tuned_retimed_us, _ = timed_us(schedule.mod, f"{workload.name} tuned")
                 break
+            if rank is None and pick is not None and untuned_out is not None:
+                picked = _first_correct_pick(workload, pick, target, untuned_out, say)
+                if picked is not None:
+                    pick_rank, wrong_picks, sch = picked
+                    picked_us, _ = timed_us(sch.mod, f"{workload.name} predicted pick")
+                    picked_trace = sch.trace if picked_us is not None else None
             tuned_here = tuned_retimed_us if tuned_retimed_us is not None else tuned_us
             if tuned_here is not None and (untuned_us is None or tuned_here <= untuned_us):
                 source, latency_us = "tuned", tuned_us
+            elif picked_us is not None and (untuned_us is None or picked_us <= untuned_us):
+                source, latency_us = "predicted", picked_us
             else:
                 source, latency_us = "untuned", untuned_us if untuned_us is not None else math.nan
         out.append(KernelChoice(name=workload.name, weight=workload.weight, calls=calls, prim_funcs=prim_funcs,
                                 source=source, latency_us=latency_us, tuned_us=tuned_us, tuned_retimed_us=tuned_retimed_us,
                                 untuned_us=untuned_us, mismatch_error=mismatch, record_rank=rank,
-                                wrong_records=wrong))
+                                wrong_records=wrong, picked_us=picked_us, pick_rank=pick_rank,
+                                wrong_picks=wrong_picks, picked_trace=picked_trace))
     return out
 
 
-def chosen_database(workloads: list[Workload], choices: list[KernelChoice], database):
-    """A database holding, per workload that runs tuned, only the record :func:`choose_kernels` chose.
+def _first_correct_pick(workload: Workload, pick, target, reference, say):
+    """``(rank, wrong before it, schedule)`` of the first of ``pick(workload)`` that passes
+    :func:`check_kernel` (at most :data:`MAX_RECORDS_CHECKED` tried), or ``None``."""
+    try:
+        schedules = list(pick(workload))
+    except Exception as err:  # noqa: BLE001 - the loop nest still runs
+        say(f"[tune-network] {workload.name}: no predicted pick ({_first_line(err)})")
+        return None
+    say(f"[tune-network] {workload.name}: no correct tuning record; checking the cost model's picks "
+        f"among {len(schedules)} sampled schedules, best predicted first")
+    for j, sch in enumerate(schedules[:MAX_RECORDS_CHECKED]):
+        try:
+            ok, error = check_kernel(sch.mod, target, reference)
+        except Exception as err:  # noqa: BLE001 - a pick that cannot be checked is not used
+            ok, error = False, math.nan
+            say(f"[tune-network] could not check {workload.name} pick {j}: {_first_line(err)}")
+        if ok:
+            return j, j, sch
+        say(f"[tune-network] {workload.name}: pick {j} computes something else (max |error| {error:.3g})")
+    return None
+
+
+def chosen_database(workloads: list[Workload], choices: list[KernelChoice], database, target=None):
+    """A database holding, per workload that runs tuned or a predicted pick, only the schedule
+    :func:`choose_kernels` chose.
 
     Compiling with it (``MetaScheduleApplyDatabase``) applies exactly those
-    schedules; the other PrimFuncs keep their untuned loop nests.
+    schedules; the other PrimFuncs keep their untuned loop nests. A pick's
+    record carries the time taken here and ``target``.
     """
     chosen = ms.database.MemoryDatabase()
     for workload, choice in zip(workloads, choices):
-        if choice.source != "tuned":
+        if choice.source == "tuned":
+            record = ranked_records(database, workload.mod, choice.record_rank + 1)[choice.record_rank]
+            trace, run_secs, record_target, args_info = record.trace, record.run_secs, record.target, record.args_info
+        elif choice.source == "predicted":
+            trace, run_secs, record_target = choice.picked_trace, [choice.picked_us * 1e-6], target
+            args_info = ms.arg_info.ArgInfo.from_prim_func(workload.mod["main"])
+        else:
             continue
-        record = ranked_records(database, workload.mod, choice.record_rank + 1)[choice.record_rank]
         entry = chosen.commit_workload(workload.mod)
-        chosen.commit_tuning_record(ms.database.TuningRecord(record.trace, entry, record.run_secs, record.target,
-                                                             record.args_info))
+        chosen.commit_tuning_record(ms.database.TuningRecord(trace, entry, run_secs, record_target, args_info))
     return chosen

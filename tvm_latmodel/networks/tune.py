@@ -19,8 +19,12 @@
    regroup kernels (a planned partition is not TVM's), so the kernels that
    ran would not be the tasks tuned. Per workload the faster of its fastest
    correct record and TVM's untuned loop nest runs
-   (:func:`~tvm_latmodel.networks.kernels.choose_kernels`); only those
-   records are applied (:func:`~tvm_latmodel.networks.kernels.chosen_database`).
+   (:func:`~tvm_latmodel.networks.kernels.choose_kernels`). A workload
+   without a correct record (a budget smaller than the tasks leaves some
+   unmeasured) gets the tuning cost model's best predicted correct pick among
+   sampled schedules instead, if it beats the loop nest
+   (:func:`~tvm_latmodel.networks.kernels.predicted_schedules`); only those
+   schedules are applied (:func:`~tvm_latmodel.networks.kernels.chosen_database`).
 4. **run** and **check** the output against the untuned build of TVM's
    default partition.
 5. **per stage**: each workload's measured latency (what runs) times its
@@ -47,7 +51,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from ..fusion.prepare import PLANS, PreparedNetwork, prepare_network
 from .kernels import (ATOL, RTOL, KernelChoice, Workload, choose_kernels, chosen_database, distinct_workloads,
-                      run_kernel)
+                      predicted_schedules, run_kernel)
 from .network import Network
 from .pipeline import FusedNetwork, build_and_run
 from .stages import STAGES
@@ -168,7 +172,7 @@ class NetworkTuneResult:
     The fields of the issue (``network`` ... ``max_abs_error``), plus:
     ``trials_measured`` (records this run added), ``output_matches`` (the
     tolerance check), ``database_hits`` (PrimFuncs with a record),
-    ``tuned_kernels`` (kernel calls running a tuned schedule), ``stages_retimed``
+    ``tuned_kernels`` (kernels running a tuned record or a predicted pick), ``stages_retimed``
     (per stage again, every kernel that runs timed here after tuning), ``tasks``
     (:class:`~tvm_latmodel.networks.kernels.KernelChoice` per workload), ``fused_groups``, ``notes``, ``target``.
     """
@@ -254,7 +258,8 @@ def _bound_fn(planner, target, say):
 
 def _tune(tunable: list[Workload], *, target, work_dir, trials, per_iter, cost_model, scheduler, seed,
           pretrained, bound_fn, population, verbose, say):
-    """``ms.tune_tasks`` on the workloads; (JSON database, tuning seconds, records added)."""
+    """``ms.tune_tasks`` on the workloads; (JSON database, tuning seconds, records added, the guarded
+    cost model after tuning)."""
     from ..measure import local_builder, local_runner  # pylint: disable=import-outside-toplevel
     from ..model.registry import make_model  # pylint: disable=import-outside-toplevel
     from ..scheduler import make_scheduler  # pylint: disable=import-outside-toplevel
@@ -289,7 +294,7 @@ def _tune(tunable: list[Workload], *, target, work_dir, trials, per_iter, cost_m
                               runner=local_runner(), database=database, cost_model=guarded,
                               task_scheduler=task_scheduler)
             tuning_s = time.time() - start
-        return database, tuning_s, _count_records(work_dir) - before
+        return database, tuning_s, _count_records(work_dir) - before, guarded
 
 
 def tune_network(network: Network | str, *, trials: int, plan: str = "default", cost_model: str = "hybrid",
@@ -374,18 +379,19 @@ def tune_network(network: Network | str, *, trials: int, plan: str = "default", 
     per_iter = num_trials_per_iter or max(2, min(16, trials // max(1, len(tunable))))
     say(f"[tune-network] tuning {len(tunable)} tasks ({len(workloads) - len(tunable)} reshape-only skipped), "
         f"{trials} trials, {per_iter} per pick, {cost_model} model, {scheduler} scheduler")
-    database, tuning_s, measured = _tune(
+    database, tuning_s, measured, model = _tune(
         tunable, target=target, work_dir=work_dir, trials=trials, per_iter=per_iter, cost_model=cost_model,
         scheduler=scheduler, seed=seed, pretrained=pretrained, bound_fn=_bound_fn(planner, target, say),
         population=population, verbose=verbose, say=say)
 
     say("[tune-network] timing each kernel untuned; compiling with the tuning database")
-    choices = choose_kernels(workloads, database, target, progress=say)
+    choices = choose_kernels(workloads, database, target, progress=say,
+                             pick=lambda w: predicted_schedules(w.mod, target, model, seed=seed))
     with target, database, tvm.transform.PassContext(opt_level=3):
         hits = len(_scheduled_names(relax.transform.MetaScheduleApplyDatabase(enable_warning=False)(
             prepared.chosen.module)))
     # Only the chosen records: a wrong fastest record is not applied, and a loop nest that was faster stays.
-    with target, chosen_database(workloads, choices, database), tvm.transform.PassContext(opt_level=3):
+    with target, chosen_database(workloads, choices, database, target), tvm.transform.PassContext(opt_level=3):
         scheduled = relax.transform.MetaScheduleApplyDatabase(enable_warning=False)(prepared.chosen.module)
     tuned_names = _scheduled_names(scheduled)
     tuned = FusedNetwork(network=network, target=target, module=scheduled, kernels=prepared.chosen.kernels)
