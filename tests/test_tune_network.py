@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 from tvm.ir.utils import derived_object
 from tvm.relax.frontend import nn
 from tvm.s_tir import meta_schedule as ms
@@ -349,6 +350,46 @@ def test_check_kernel_catches_a_read_of_memory_the_kernel_never_wrote():
     assert count == 2 and [p.name for p in exposed["main"].params] == ["A", "B", "P"]
 
 
+def _normalise_by_sum():
+    """``C[i] = A[i] / sum(A)`` on 8 floats, and the schedule that computes the sum per ``i``."""
+    from tvm import te
+
+    a = te.placeholder((8,), name="A")
+    k = te.reduce_axis((0, 8), name="k")
+    total = te.compute((1,), lambda _: te.sum(a[k], axis=k), name="S")
+    c = te.compute((8,), lambda i: a[i] / total[0], name="C")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, c]).with_attr("global_symbol", "main")})
+    sch = tvm.s_tir.Schedule(mod)
+    (i,) = sch.get_loops(sch.get_sblock("C"))
+    sch.compute_at(sch.get_sblock("S"), i)  # the whole sum again for every i: redundant, still right
+    return mod, sch, i
+
+
+def test_a_reduction_init_hoisted_above_a_loop_that_repeats_it_is_found_and_is_wrong():
+    """TVM 0.27: decompose_reduction accepts a loop above one that repeats the reduction and
+    hoists the init out of it, so the sum grows with every repeat (the Zen 4 wrong attention
+    schedules: their softmax sums). repeated_reductions finds it; check_kernel catches it."""
+    import tvm_latmodel.networks.kernels as kernels
+
+    target = host_target()
+    mod, sch, i = _normalise_by_sum()
+    _, reference = kernels.run_kernel(mod, target, number=1, min_repeat_ms=0)
+    assert kernels.check_kernel(sch.mod, target, reference) == (True, 0.0)
+    assert kernels.repeated_reductions(sch.mod["main"]) == []  # T.init still inside the repeat
+    sch.decompose_reduction(sch.get_sblock("S"), i)
+    assert kernels.repeated_reductions(sch.mod["main"]) == [("S", "i", 8)]
+    ok, error = kernels.check_kernel(sch.mod, target, reference)
+    assert not ok and error > 0.01
+    _, (a, c) = kernels.run_kernel(sch.mod, target, number=1, min_repeat_ms=0)
+    # C[i] = A[i] / ((i + 1) * sum(A)): the i-th repeat has added the sum i + 1 times
+    np.testing.assert_allclose(c, a / (np.arange(1, 9) * a.sum()), rtol=1e-5)
+    # decomposed where it belongs, under the repeat, it is right and not flagged
+    _, right, i = _normalise_by_sum()
+    right.decompose_reduction(right.get_sblock("S"), right.get_loops(right.get_sblock("S"))[1])
+    assert kernels.repeated_reductions(right.mod["main"]) == []
+    assert kernels.check_kernel(right.mod, target, reference)[0]
+
+
 def _memory_database(workloads, seconds):
     """A real MemoryDatabase holding, per workload, one record per entry of ``seconds``, each the
     workload's untuned loop nest (a trace of one lookup: MetaSchedule ignores empty traces)."""
@@ -446,3 +487,83 @@ def test_a_record_that_cannot_be_checked_is_skipped_never_run(monkeypatch):
     assert (choice.record_rank, choice.wrong_records) == (1, 1) and math.isnan(choice.mismatch_error)
     assert choice.tuned_us == pytest.approx(2e-3)
     assert any("could not check" in line and "deliberately unbuildable record" in line for line in lines)
+
+
+# --- a workload tuning never reached runs the model's pick, not the naive loop nest -----------
+
+
+@derived_object
+class _ScoresByOrder(ms.cost_model.PyCostModel):
+    """Scores the i-th candidate i: the last sampled is predicted fastest."""
+
+    def load(self, path):
+        pass
+
+    def save(self, path):
+        pass
+
+    def update(self, context, candidates, results):
+        pass
+
+    def predict(self, context, candidates):
+        return np.arange(len(candidates), dtype="float64")
+
+
+def test_predicted_schedules_come_best_predicted_first():
+    import tvm_latmodel.networks.kernels as kernels
+    from tvm_latmodel.sampling import make_context, sample_schedules
+
+    target, mod = host_target(), square_matmul(16)
+    sampled = sample_schedules(mod, target, 6, seed=3, context=make_context(mod, target, 4))
+    picked = kernels.predicted_schedules(mod, target, _ScoresByOrder(), samples=6, seed=3)
+    assert len(picked) == len(sampled) == 6
+    assert all(tvm_ffi.structural_equal(p.mod, s.mod) for p, s in zip(picked, reversed(sampled)))
+    assert not tvm_ffi.structural_equal(picked[0].mod, picked[-1].mod)  # the order is not vacuous
+
+
+def test_without_a_record_the_first_correct_pick_runs_and_is_applied(monkeypatch):
+    """No record: pick(workload) is checked best predicted first, a wrong pick is skipped, the
+    next is timed against the loop nest, and chosen_database applies it with that time."""
+    import tvm_latmodel.networks.kernels as kernels
+    from tvm_latmodel.sampling import sample_schedules
+
+    target = host_target()
+    workload = kernels.Workload("mm", square_matmul(32), 1, False, [])
+    schedules = sample_schedules(workload.mod, target, 3, seed=0)
+    real, checked = kernels.check_kernel, []
+
+    def first_pick_is_wrong(mod, target, reference):
+        checked.append(mod)
+        return (False, 7.0) if len(checked) == 1 else real(mod, target, reference)
+
+    monkeypatch.setattr(kernels, "check_kernel", first_pick_is_wrong)
+    lines = []
+    (choice,) = kernels.choose_kernels([workload], ms.database.MemoryDatabase(), target,
+                                       pick=lambda w: schedules, progress=lines.append)
+    assert (choice.pick_rank, choice.wrong_picks, choice.record_rank, choice.tuned_us) == (1, 1, None, None)
+    assert len(checked) == 2 and choice.picked_us > 0 and choice.untuned_us > 0
+    assert choice.source == ("predicted" if choice.picked_us <= choice.untuned_us else "untuned")
+    assert any("pick 0 computes something else" in line for line in lines)
+    assert "picked_trace" not in choice.to_json() and json.dumps(choice.to_json())
+    choice.source = "predicted"  # whatever the timing said: what the database then applies
+    chosen = kernels.chosen_database([workload], [choice], ms.database.MemoryDatabase(), target)
+    record = chosen.query_tuning_record(workload.mod, target, "mm")
+    assert [float(s) for s in record.run_secs] == [pytest.approx(choice.picked_us * 1e-6)]
+    applied = chosen.query_schedule(workload.mod, target, "mm")
+    assert tvm_ffi.structural_equal(applied.mod, schedules[1].mod)
+
+
+def test_a_pick_that_fails_leaves_the_loop_nest_running():
+    import tvm_latmodel.networks.kernels as kernels
+
+    def broken(_workload):
+        raise RuntimeError("model gone")
+
+    target = host_target()
+    workload = kernels.Workload("mm", square_matmul(16), 1, False, [])
+    lines = []
+    (choice,) = kernels.choose_kernels([workload], ms.database.MemoryDatabase(), target, pick=broken,
+                                       progress=lines.append)
+    assert (choice.source, choice.picked_us, choice.pick_rank) == ("untuned", None, None)
+    assert choice.latency_us == choice.untuned_us > 0
+    assert any("no predicted pick (RuntimeError: model gone)" in line for line in lines)

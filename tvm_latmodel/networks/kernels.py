@@ -221,6 +221,59 @@ def check_kernel(mod: tvm.IRModule, target, reference: list[np.ndarray]) -> tupl
     return ok, error
 
 
+def repeated_reductions(func: tvm.tirx.PrimFunc) -> list[tuple[str, str, int]]:
+    """Reductions whose update a loop repeats while their init stays outside it.
+
+    TVM 0.27's ``decompose_reduction`` accepts a loop above one that repeats
+    the whole reduction without indexing it (a reduction ``compute_at`` under
+    a consumer's loop it does not depend on) and hoists the init above both:
+    the repeats then accumulate, and a sum comes out a multiple of itself.
+    MetaSchedule's ``RewriteReductionBlock`` postprocessor makes that call.
+    This finds the pattern statically, in a decomposed PrimFunc: an
+    ``X_init`` / ``X_update`` pair with a loop of extent > 1 around the update
+    but not the init whose variable the update's bindings do not use. (A max
+    repeated is still right; a sum is not.)
+
+    Returns
+    -------
+    list of (str, str, int)
+        ``(reduction, loop variable, extent)`` per finding; empty when none.
+    """
+    from tvm import s_tir  # pylint: disable=import-outside-toplevel
+
+    blocks: dict[str, tuple] = {}
+
+    def walk(stmt, loops):
+        if isinstance(stmt, tvm.tirx.For):
+            walk(stmt.body, loops + [stmt])
+        elif isinstance(stmt, s_tir.SBlockRealize):
+            blocks[stmt.block.name_hint] = (stmt, loops)
+            walk(stmt.block.body, loops)
+        elif isinstance(stmt, tvm.tirx.SeqStmt):
+            for child in stmt.seq:
+                walk(child, loops)
+        elif isinstance(stmt, (tvm.tirx.IfThenElse,)):
+            walk(stmt.then_case, loops)
+            if stmt.else_case is not None:
+                walk(stmt.else_case, loops)
+        elif hasattr(stmt, "body") and isinstance(stmt.body, tvm.tirx.Stmt):
+            walk(stmt.body, loops)
+
+    walk(func.body, [])
+    found = []
+    for name, (_, init_loops) in blocks.items():
+        if not name.endswith("_init") or name[:-5] + "_update" not in blocks:
+            continue
+        update, update_loops = blocks[name[:-5] + "_update"]
+        used = {v.name for value in update.iter_values for v in tvm.tirx.analysis.undefined_vars(value)}
+        for loop in update_loops:
+            if any(loop.same_as(outer) for outer in init_loops) or not isinstance(loop.extent, tvm.tirx.IntImm):
+                continue
+            if int(loop.extent) > 1 and loop.loop_var.name not in used:
+                found.append((name[:-5], loop.loop_var.name, int(loop.extent)))
+    return found
+
+
 def outputs_match(tuned: list[np.ndarray], untuned: list[np.ndarray]) -> tuple[bool, float]:
     """Whether a tuned kernel's arguments after a call match the untuned one's; the max |error|
     (``inf`` where the tuned one holds a NaN and the untuned one does not)."""
@@ -452,10 +505,11 @@ def choose_kernels(workloads: list[Workload], database, target, *, pick=None,
                         wrong += 1
                         mismatch = error if i == 0 else mismatch
                         what = "fastest record" if i == 0 else f"record {i} (by measured time)"
+                        why = _known_cause(schedule.mod)
                         warnings.warn(f"{workload.name}: the {what} computes something else than the untuned "
-                                      f"loop nest (max |error| {error:.3g}); trying the next", stacklevel=2)
+                                      f"loop nest (max |error| {error:.3g}){why}; trying the next", stacklevel=2)
                         say(f"[tune-network] {workload.name}: {what} computes something else (max |error| "
-                            f"{error:.3g}); trying the next")
+                            f"{error:.3g}){why}; trying the next")
                         continue
                 rank, tuned_us = i, mean_latency_s(record.run_secs) * 1e6
                 tuned_retimed_us, _ = timed_us(schedule.mod, f"{workload.name} tuned")
@@ -481,6 +535,19 @@ def choose_kernels(workloads: list[Workload], database, target, *, pick=None,
     return out
 
 
+def _known_cause(mod: tvm.IRModule) -> str:
+    """`` (cause)`` when a wrong schedule shows a known TVM 0.27 bug (:func:`repeated_reductions`), else ``""``."""
+    try:
+        found = repeated_reductions(mod["main"])
+    except Exception:  # noqa: BLE001 - only a diagnosis
+        return ""
+    if not found:
+        return ""
+    name, loop, extent = found[0]
+    return (f" (its reduction {name} is repeated {extent}x by loop {loop} with its init outside: "
+            "TVM 0.27's decompose_reduction)")
+
+
 def _first_correct_pick(workload: Workload, pick, target, reference, say):
     """``(rank, wrong before it, schedule)`` of the first of ``pick(workload)`` that passes
     :func:`check_kernel` (at most :data:`MAX_RECORDS_CHECKED` tried), or ``None``."""
@@ -499,7 +566,8 @@ def _first_correct_pick(workload: Workload, pick, target, reference, say):
             say(f"[tune-network] could not check {workload.name} pick {j}: {_first_line(err)}")
         if ok:
             return j, j, sch
-        say(f"[tune-network] {workload.name}: pick {j} computes something else (max |error| {error:.3g})")
+        say(f"[tune-network] {workload.name}: pick {j} computes something else (max |error| {error:.3g})"
+            f"{_known_cause(sch.mod)}")
     return None
 
 
