@@ -6,11 +6,13 @@ say which?
 Samples ``--samples`` schedules (MetaSchedule's design space, as the planner
 does) of one pattern group of a network, runs each with poisoned
 intermediates against the group's loop nest (``check_kernel``), and records
-the static finding next to the run's verdict.
+the static finding next to the run's verdict. ``--space default`` samples
+MetaSchedule's own space; ``--space checked`` (what the package samples and
+tunes with) adds :class:`tvm_latmodel.schedule_checks.RejectRepeatedReductions`.
 
     python scripts/audit_repeated_reductions.py --network mmimdb --pattern attention \\
         --option image_size=16 --option seq_len=8 --option width=32 --option layers=1 --option hidden=32 \\
-        --samples 32 --out benchmarks/repeated_reductions/mmimdb_tiny_attention.json
+        --samples 32 --space default --out benchmarks/repeated_reductions/mmimdb_tiny_attention.json
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ def main() -> int:
     ap.add_argument("--option", action="append", default=[], help="network option KEY=VALUE")
     ap.add_argument("--samples", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--space", choices=["default", "checked"], default="default",
+                    help="MetaSchedule's design space, or the package's (default: MetaSchedule's)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -47,7 +51,9 @@ def main() -> int:
     from tvm_latmodel.fusion.planner import fuse_group
     from tvm_latmodel.networks import get_network
     from tvm_latmodel.networks.kernels import check_kernel, repeated_reductions, run_kernel
-    from tvm_latmodel.sampling import sample_schedules
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvm_latmodel.sampling import make_context, sample_schedules
     from tvm_latmodel.targets import host_target
 
     target = host_target()
@@ -60,7 +66,12 @@ def main() -> int:
     _, reference = run_kernel(fused, target, number=1, min_repeat_ms=0)
     rows = []
     start = time.time()
-    for n, sch in enumerate(sample_schedules(fused, target, args.samples, seed=args.seed)):
+    context = make_context(fused, target, args.seed + 1)  # as sample_schedules makes it
+    if args.space == "default":
+        context = ms.TuneContext(fused, target=target, space_generator="post-order-apply",
+                                 search_strategy="evolutionary", task_name="main",
+                                 rand_state=max(1, args.seed + 1), num_threads=1)
+    for n, sch in enumerate(sample_schedules(fused, target, args.samples, seed=args.seed, context=context)):
         ok, error = check_kernel(sch.mod, target, reference)
         found = repeated_reductions(sch.mod["main"])
         rows.append({"sample": n, "correct": ok, "max_abs_error": None if error == float("inf") else error,
@@ -70,7 +81,8 @@ def main() -> int:
     wrong = [r for r in rows if not r["correct"]]
     flagged = [r for r in rows if r["repeated_reductions"]]
     summary = {
-        "network": args.network, "options": options, "pattern": args.pattern, "target": str(target),
+        "network": args.network, "options": options, "pattern": args.pattern, "space": args.space,
+        "target": str(target),
         "samples": len(rows), "seed": args.seed, "wrong": len(wrong), "flagged": len(flagged),
         "wrong_and_flagged": sum(1 for r in wrong if r["repeated_reductions"]),
         "flagged_but_correct": sum(1 for r in flagged if r["correct"]), "seconds": time.time() - start,

@@ -567,3 +567,23 @@ def test_a_pick_that_fails_leaves_the_loop_nest_running():
     assert (choice.source, choice.picked_us, choice.pick_rank) == ("untuned", None, None)
     assert choice.latency_us == choice.untuned_us > 0
     assert any("no predicted pick (RuntimeError: model gone)" in line for line in lines)
+
+
+def test_the_design_space_drops_repeated_reduction_schedules_before_anything_measures_them():
+    """design_space's postprocessor fails the decompose_reduction bug and passes the right
+    decomposition; every sampled schedule (planner, picks) comes from that space."""
+    from tvm_latmodel.sampling import make_context, sample_schedules
+    from tvm_latmodel.schedule_checks import RejectRepeatedReductions, design_space
+
+    _, wrong, i = _normalise_by_sum()
+    wrong.decompose_reduction(wrong.get_sblock("S"), i)
+    _, right, _ = _normalise_by_sum()
+    right.decompose_reduction(right.get_sblock("S"), right.get_loops(right.get_sblock("S"))[1])
+    reject = RejectRepeatedReductions()
+    assert reject.apply(wrong) is False and reject.apply(right) is True
+    target = host_target()
+    postprocs = list(make_context(square_matmul(8), target).space_generator.postprocs)
+    assert postprocs[-1].apply(wrong) is False and postprocs[-1].apply(right) is True  # it, in the space
+    assert len(postprocs) == len(ms.postproc.Postproc.create("llvm")) + 1
+    assert design_space(tvm.target.Target("cuda")) == "post-order-apply"
+    assert len(sample_schedules(square_matmul(8), target, 2, seed=0)) == 2

@@ -4,8 +4,9 @@ This is what MetaSchedule's evolutionary search does for its initial
 population: take each design-space trace, drop its sampling decisions,
 replay it with a seeded random state (so every ``sample_*`` instruction draws
 anew), then apply the target's postprocessors. A candidate whose
-postprocessors fail (an invalid schedule for the target) is dropped and
-another is drawn.
+postprocessors fail (an invalid schedule for the target, or on CPUs one TVM
+0.27 gets wrong: :mod:`tvm_latmodel.schedule_checks`) is dropped and another
+is drawn.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from tvm.s_tir import meta_schedule as ms
 
 
 def make_context(mod: tvm.IRModule, target: tvm.target.Target, seed: int = 1) -> ms.TuneContext:
-    """A TuneContext with MetaSchedule's default space for ``target``."""
+    """A TuneContext with MetaSchedule's default space for ``target``, less the schedules TVM 0.27
+    gets wrong (:func:`tvm_latmodel.schedule_checks.design_space`)."""
+    from .schedule_checks import design_space  # pylint: disable=import-outside-toplevel
+
     return ms.TuneContext(
         mod,
         target=target,
-        space_generator="post-order-apply",
+        space_generator=design_space(target),
         search_strategy="evolutionary",
         task_name="main",
         rand_state=max(1, int(seed) % (2**31 - 1)),

@@ -46,6 +46,8 @@ from dataclasses import asdict, dataclass
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
+from .schedule_checks import design_space
+
 
 
 @dataclass
@@ -299,9 +301,10 @@ def _tune_locked(mod, target, *, work_dir, trials, cost_model, seed, pretrained,
     while measured < trials:
         n = min(round_trials, trials - measured)
         with metaschedule_output(verbose):
-            ms.tune_tir(
+            ms.tune_tir(  # design_space: MetaSchedule's, less schedules TVM 0.27 gets wrong
                 mod=mod, target=target, work_dir=work_dir, max_trials_global=n, num_trials_per_iter=n,
                 cost_model=model,
+                space=design_space(target),
                 builder=builder,
                 runner=runner,
                 strategy=strategy,

@@ -26,6 +26,7 @@ import tvm_ffi
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
+from ..schedule_checks import repeated_reductions
 from .pipeline import StageTask
 
 
@@ -219,59 +220,6 @@ def check_kernel(mod: tvm.IRModule, target, reference: list[np.ndarray]) -> tupl
         matched, err = outputs_match([a.numpy() for a in args[:count]], reference)
         ok, error = ok and matched, max(error, err)
     return ok, error
-
-
-def repeated_reductions(func: tvm.tirx.PrimFunc) -> list[tuple[str, str, int]]:
-    """Reductions whose update a loop repeats while their init stays outside it.
-
-    TVM 0.27's ``decompose_reduction`` accepts a loop above one that repeats
-    the whole reduction without indexing it (a reduction ``compute_at`` under
-    a consumer's loop it does not depend on) and hoists the init above both:
-    the repeats then accumulate, and a sum comes out a multiple of itself.
-    MetaSchedule's ``RewriteReductionBlock`` postprocessor makes that call.
-    This finds the pattern statically, in a decomposed PrimFunc: an
-    ``X_init`` / ``X_update`` pair with a loop of extent > 1 around the update
-    but not the init whose variable the update's bindings do not use. (A max
-    repeated is still right; a sum is not.)
-
-    Returns
-    -------
-    list of (str, str, int)
-        ``(reduction, loop variable, extent)`` per finding; empty when none.
-    """
-    from tvm import s_tir  # pylint: disable=import-outside-toplevel
-
-    blocks: dict[str, tuple] = {}
-
-    def walk(stmt, loops):
-        if isinstance(stmt, tvm.tirx.For):
-            walk(stmt.body, loops + [stmt])
-        elif isinstance(stmt, s_tir.SBlockRealize):
-            blocks[stmt.block.name_hint] = (stmt, loops)
-            walk(stmt.block.body, loops)
-        elif isinstance(stmt, tvm.tirx.SeqStmt):
-            for child in stmt.seq:
-                walk(child, loops)
-        elif isinstance(stmt, (tvm.tirx.IfThenElse,)):
-            walk(stmt.then_case, loops)
-            if stmt.else_case is not None:
-                walk(stmt.else_case, loops)
-        elif hasattr(stmt, "body") and isinstance(stmt.body, tvm.tirx.Stmt):
-            walk(stmt.body, loops)
-
-    walk(func.body, [])
-    found = []
-    for name, (_, init_loops) in blocks.items():
-        if not name.endswith("_init") or name[:-5] + "_update" not in blocks:
-            continue
-        update, update_loops = blocks[name[:-5] + "_update"]
-        used = {v.name for value in update.iter_values for v in tvm.tirx.analysis.undefined_vars(value)}
-        for loop in update_loops:
-            if any(loop.same_as(outer) for outer in init_loops) or not isinstance(loop.extent, tvm.tirx.IntImm):
-                continue
-            if int(loop.extent) > 1 and loop.loop_var.name not in used:
-                found.append((name[:-5], loop.loop_var.name, int(loop.extent)))
-    return found
 
 
 def outputs_match(tuned: list[np.ndarray], untuned: list[np.ndarray]) -> tuple[bool, float]:

@@ -50,6 +50,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from ..fusion.prepare import PLANS, PreparedNetwork, prepare_network
+from ..schedule_checks import design_space
 from .kernels import (ATOL, RTOL, KernelChoice, Workload, choose_kernels, chosen_database, distinct_workloads,
                       predicted_schedules, run_kernel)
 from .network import Network
@@ -284,7 +285,7 @@ def _tune(tunable: list[Workload], *, target, work_dir, trials, per_iter, cost_m
                 population_size=population, init_min_unmeasured=min(50, population)))
             contexts, _ = ms.relax_integration.extracted_tasks_to_tune_contexts(
                 [w.stage_tasks[0].to_extracted_task(target) for w in tunable], work_dir, strategy=strategy,
-                seed=seed)
+                space=design_space(target), seed=seed)
             if len(contexts) != len(tunable):
                 raise RuntimeError("MetaSchedule dropped a task (already scheduled?)")
             start = time.time()
