@@ -587,3 +587,18 @@ def test_the_design_space_drops_repeated_reduction_schedules_before_anything_mea
     assert len(postprocs) == len(ms.postproc.Postproc.create("llvm")) + 1
     assert design_space(tvm.target.Target("cuda")) == "post-order-apply"
     assert len(sample_schedules(square_matmul(8), target, 2, seed=0)) == 2
+
+
+def test_a_wrong_record_with_the_known_bug_is_named_in_the_warning():
+    import tvm_latmodel.networks.kernels as kernels
+
+    target = host_target()
+    mod, sch, i = _normalise_by_sum()
+    sch.decompose_reduction(sch.get_sblock("S"), i)
+    workload = kernels.Workload("norm", mod, 1, False, [])
+    database = ms.database.MemoryDatabase()
+    database.commit_tuning_record(ms.database.TuningRecord(
+        sch.trace, database.commit_workload(mod), [1e-9], target, ms.arg_info.ArgInfo.from_prim_func(mod["main"])))
+    with pytest.warns(UserWarning, match=r"reduction S is repeated 8x by loop i .*decompose_reduction"):
+        (choice,) = kernels.choose_kernels([workload], database, target)
+    assert (choice.source, choice.wrong_records) == ("untuned", 1)
