@@ -66,11 +66,12 @@ def repeated_reductions(func: tvm.tirx.PrimFunc) -> list[tuple[str, str, int]]:
         if not name.endswith("_init") or name[:-5] + "_update" not in blocks:
             continue
         update, update_loops = blocks[name[:-5] + "_update"]
-        used = {v.name for value in update.iter_values for v in tvm.tirx.analysis.undefined_vars(value)}
+        used = [v for value in update.iter_values for v in tvm.tirx.analysis.undefined_vars(value)]
         for loop in update_loops:
             if any(loop.same_as(outer) for outer in init_loops) or not isinstance(loop.extent, tvm.tirx.IntImm):
                 continue
-            if int(loop.extent) > 1 and loop.loop_var.name not in used:
+            # by identity: loops in different scopes share names (ax0, ...)
+            if int(loop.extent) > 1 and not any(loop.loop_var.same_as(v) for v in used):
                 found.append((name[:-5], loop.loop_var.name, int(loop.extent)))
     return found
 
