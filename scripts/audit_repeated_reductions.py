@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Sampled schedules of a fused group: which compute something else, and does the static
-pattern of TVM 0.27's ``decompose_reduction`` bug (:func:`tvm_latmodel.networks.kernels.repeated_reductions`)
+pattern of TVM 0.27's ``decompose_reduction`` bug (:func:`tvm_latmodel.schedule_checks.repeated_reductions`)
 say which?
 
 Samples ``--samples`` schedules (MetaSchedule's design space, as the planner
@@ -12,7 +12,7 @@ tunes with) adds :class:`tvm_latmodel.schedule_checks.RejectRepeatedReductions`.
 
     python scripts/audit_repeated_reductions.py --network mmimdb --pattern attention \\
         --option image_size=16 --option seq_len=8 --option width=32 --option layers=1 --option hidden=32 \\
-        --samples 32 --space default --out benchmarks/repeated_reductions/mmimdb_tiny_attention.json
+        --samples 32 --space default --out benchmarks/repeated_reductions/mmimdb_tiny_attention_default.json
 """
 
 from __future__ import annotations
@@ -47,13 +47,14 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
+    from tvm.s_tir import meta_schedule as ms
+
     from tvm_latmodel.fusion import FusionPlanner
     from tvm_latmodel.fusion.planner import fuse_group
     from tvm_latmodel.networks import get_network
-    from tvm_latmodel.networks.kernels import check_kernel, repeated_reductions, run_kernel
-    from tvm.s_tir import meta_schedule as ms
-
+    from tvm_latmodel.networks.kernels import check_kernel, run_kernel
     from tvm_latmodel.sampling import make_context, sample_schedules
+    from tvm_latmodel.schedule_checks import repeated_reductions
     from tvm_latmodel.targets import host_target
 
     target = host_target()
