@@ -15,12 +15,12 @@ import numpy as np
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
+from .schedule_checks import design_space
+
 
 def make_context(mod: tvm.IRModule, target: tvm.target.Target, seed: int = 1) -> ms.TuneContext:
     """A TuneContext with MetaSchedule's default space for ``target``, less the schedules TVM 0.27
     gets wrong (:func:`tvm_latmodel.schedule_checks.design_space`)."""
-    from .schedule_checks import design_space  # pylint: disable=import-outside-toplevel
-
     return ms.TuneContext(
         mod,
         target=target,
@@ -87,3 +87,16 @@ def sample_schedules(
         else:
             failures += 1
     return out
+
+
+def sampled_candidates(mod: tvm.IRModule, target: tvm.target.Target, n: int, *,
+                       seed: int = 0) -> tuple[ms.TuneContext, list[ms.MeasureCandidate]]:
+    """:func:`sample_schedules` as measure candidates, with the context they were sampled in.
+
+    What a cost model's ``predict`` takes: the context (:func:`make_context`
+    with ``seed + 1``) and one candidate per schedule (``candidate.sch``), in
+    sampling order; fewer than ``n`` only if too many draws were invalid.
+    """
+    context = make_context(mod, target, seed + 1)
+    schedules = sample_schedules(mod, target, n, seed=seed, context=context)
+    return context, [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_prim_func(s.mod["main"])) for s in schedules]

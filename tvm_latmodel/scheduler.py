@@ -162,19 +162,17 @@ def analytical_bounds(mod, target, *, samples: int = 4, seed: int = 0, model=Non
     from .hardware import HardwareSpec
     from .model.modes import estimate
     from .model.program import summarize
-    from .sampling import make_context, sample_schedules
+    from .sampling import sampled_candidates
 
-    context = make_context(mod, target, seed + 1)
-    schedules = sample_schedules(mod, target, samples, seed=seed, context=context)
-    if not schedules:
+    context, candidates = sampled_candidates(mod, target, samples, seed=seed)
+    if not candidates:
         raise RuntimeError("no valid schedule could be sampled")
     hw = HardwareSpec.from_target(target)
-    roofline = float(estimate(summarize(schedules[0].mod, hw.kind), hw).roofline_bound_s)
+    roofline = float(estimate(summarize(candidates[0].sch.mod, hw.kind), hw).roofline_bound_s)
     if model is None:
         from .model.cost_model import HybridCostModel
 
         model = HybridCostModel(target=target, residual=False, pretrained=None)
-    candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_prim_func(s.mod["main"])) for s in schedules]
     predicted = np.asarray(model.predict_latency_s(context, candidates), dtype=float)
     predicted = predicted[np.isfinite(predicted) & (predicted > 0)]
     best = float(predicted.min()) if predicted.size else math.nan

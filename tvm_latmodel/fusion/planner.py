@@ -35,7 +35,6 @@ import numpy as np
 import tvm
 import tvm_ffi
 from tvm import relax
-from tvm.s_tir import meta_schedule as ms
 
 from .padding import inline_intermediate_padding
 from .patterns import (
@@ -324,7 +323,7 @@ class FusionPlanner:
             If MetaSchedule yields no valid schedule, or (``check``) none of
             them computes what the loop nest does.
         """
-        from tvm_latmodel.sampling import make_context, sample_schedules  # pylint: disable=import-outside-toplevel
+        from tvm_latmodel.sampling import sampled_candidates  # pylint: disable=import-outside-toplevel
 
         target = self._target()
         check = check and target.kind.name == "llvm"
@@ -332,19 +331,16 @@ class FusionPlanner:
         for known, checked, value in self.cache_.get(key, []):
             if checked >= check and tvm_ffi.structural_equal(known, mod):
                 return value
-        context = make_context(mod, target, self.seed + 1)
-        schedules = sample_schedules(mod, target, self.samples, seed=self.seed, context=context)
-        if not schedules:
+        context, candidates = sampled_candidates(mod, target, self.samples, seed=self.seed)
+        if not candidates:
             raise FusionError("MetaSchedule produced no valid schedule")
-        candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_prim_func(s.mod["main"]))
-                      for s in schedules]
         latencies = np.asarray(self._model().predict_latency_s(context, candidates), dtype=float)
         usable = [i for i in np.argsort(latencies) if np.isfinite(latencies[i]) and latencies[i] > 0]
         if not usable:
             raise FusionError("the model predicted no finite latency")
         best = float(latencies[usable[0]])
         if check:
-            best = self._best_correct_s(mod, [schedules[i] for i in usable], latencies[usable])
+            best = self._best_correct_s(mod, [candidates[i].sch for i in usable], latencies[usable])
         self.cache_.setdefault(key, []).append((mod, check, best))
         return best
 

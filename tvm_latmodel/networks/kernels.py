@@ -280,18 +280,16 @@ def predicted_schedules(mod: tvm.IRModule, target, model, *, samples: int = PICK
         Best predicted first (ties in sampling order); empty when the design
         space yields no valid schedule.
     """
-    from ..sampling import make_context, sample_schedules  # pylint: disable=import-outside-toplevel
+    from ..sampling import sampled_candidates  # pylint: disable=import-outside-toplevel
 
-    context = make_context(mod, target, seed + 1)
-    schedules = sample_schedules(mod, target, samples, seed=seed, context=context)
-    if not schedules:
+    context, candidates = sampled_candidates(mod, target, samples, seed=seed)
+    if not candidates:
         return []
-    candidates = [ms.MeasureCandidate(s, ms.arg_info.ArgInfo.from_prim_func(s.mod["main"])) for s in schedules]
     scores = np.asarray(model.predict(context, candidates), dtype="float64").reshape(-1)
-    if scores.shape != (len(schedules),):
-        raise ValueError(f"the cost model gave {scores.shape[0]} scores for {len(schedules)} candidates")
+    if scores.shape != (len(candidates),):
+        raise ValueError(f"the cost model gave {scores.shape[0]} scores for {len(candidates)} candidates")
     scores[~np.isfinite(scores)] = -np.inf
-    return [schedules[i] for i in np.argsort(-scores, kind="stable")]
+    return [candidates[i].sch for i in np.argsort(-scores, kind="stable")]
 
 
 @dataclass
