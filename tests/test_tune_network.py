@@ -569,6 +569,19 @@ def test_a_pick_that_fails_leaves_the_loop_nest_running():
     assert any("no predicted pick (RuntimeError: model gone)" in line for line in lines)
 
 
+def test_when_every_pick_is_wrong_the_loop_nest_runs_and_the_wrong_picks_are_counted(monkeypatch):
+    import tvm_latmodel.networks.kernels as kernels
+    from tvm_latmodel.sampling import sample_schedules
+
+    target = host_target()
+    workload = kernels.Workload("mm", square_matmul(16), 1, False, [])
+    schedules = sample_schedules(workload.mod, target, 3, seed=0)
+    monkeypatch.setattr(kernels, "check_kernel", lambda mod, target, reference: (False, 2.0))
+    (choice,) = kernels.choose_kernels([workload], ms.database.MemoryDatabase(), target, pick=lambda w: schedules)
+    assert (choice.source, choice.pick_rank, choice.wrong_picks, choice.picked_us) == ("untuned", None, 3, None)
+    assert choice.latency_us == choice.untuned_us > 0
+
+
 def test_the_design_space_drops_repeated_reduction_schedules_before_anything_measures_them():
     """design_space's postprocessor fails the decompose_reduction bug and passes the right
     decomposition; every sampled schedule (planner, picks) comes from that space."""

@@ -336,7 +336,8 @@ class KernelChoice:
     pick_rank : int or None
         The pick's place in the model's order (0: its best predicted).
     wrong_picks : int
-        Better-predicted picks skipped because they compute something else.
+        Picks checked and found to compute something else (better predicted
+        than the one that runs, or all those checked when none passed).
     picked_trace : tvm.s_tir.schedule.Trace or None
         The pick's schedule (for :func:`chosen_database`; not in ``to_json``).
     """
@@ -461,9 +462,8 @@ def choose_kernels(workloads: list[Workload], database, target, *, pick=None,
                 tuned_retimed_us, _ = timed_us(schedule.mod, f"{workload.name} tuned")
                 break
             if rank is None and pick is not None and untuned_out is not None:
-                picked = _first_correct_pick(workload, pick, target, untuned_out, say)
-                if picked is not None:
-                    pick_rank, wrong_picks, sch = picked
+                pick_rank, wrong_picks, sch = _first_correct_pick(workload, pick, target, untuned_out, say)
+                if sch is not None:
                     picked_us, _ = timed_us(sch.mod, f"{workload.name} predicted pick")
                     picked_trace = sch.trace if picked_us is not None else None
             tuned_here = tuned_retimed_us if tuned_retimed_us is not None else tuned_us
@@ -495,13 +495,14 @@ def _known_cause(mod: tvm.IRModule) -> str:
 
 
 def _first_correct_pick(workload: Workload, pick, target, reference, say):
-    """``(rank, wrong before it, schedule)`` of the first of ``pick(workload)`` that passes
-    :func:`check_kernel` (at most :data:`MAX_RECORDS_CHECKED` tried), or ``None``."""
+    """``(rank, picks found wrong, schedule)`` of the first of ``pick(workload)`` that passes
+    :func:`check_kernel` (at most :data:`MAX_RECORDS_CHECKED` tried); ``(None, wrong, None)``
+    when none does."""
     try:
         schedules = list(pick(workload))
     except Exception as err:  # noqa: BLE001 - the loop nest still runs
         say(f"[tune-network] {workload.name}: no predicted pick ({_first_line(err)})")
-        return None
+        return None, 0, None
     say(f"[tune-network] {workload.name}: no correct tuning record; checking the cost model's picks "
         f"among {len(schedules)} sampled schedules, best predicted first")
     for j, sch in enumerate(schedules[:MAX_RECORDS_CHECKED]):
@@ -514,7 +515,7 @@ def _first_correct_pick(workload: Workload, pick, target, reference, say):
             return j, j, sch
         say(f"[tune-network] {workload.name}: pick {j} computes something else (max |error| {error:.3g})"
             f"{_known_cause(sch.mod)}")
-    return None
+    return None, min(len(schedules), MAX_RECORDS_CHECKED), None
 
 
 def chosen_database(workloads: list[Workload], choices: list[KernelChoice], database, target=None):
