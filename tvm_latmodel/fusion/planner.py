@@ -346,19 +346,18 @@ class FusionPlanner:
 
     def _best_correct_s(self, mod: tvm.IRModule, schedules: list, latencies) -> float:
         """The first of ``schedules`` (best predicted first) that computes what ``mod`` does."""
-        from tvm_latmodel.networks.kernels import check_kernel, run_kernel  # pylint: disable=import-outside-toplevel
+        from tvm_latmodel.networks.kernels import first_correct, run_kernel  # pylint: disable=import-outside-toplevel
 
         target = self._target()
         _, reference = run_kernel(mod, target, number=1, min_repeat_ms=0)
-        for n, (sch, latency) in enumerate(zip(schedules, latencies)):
-            ok, _ = check_kernel(sch.mod, target, reference)
-            if ok:
-                if n:
-                    self._say(f"[fusion] {n} better-predicted sampled schedule(s) compute something else "
-                              "than the fused loop nest; the next correct one counts")
-                return float(latency)
-        raise FusionError(f"none of the {len(schedules)} sampled schedules computes what the fused loop nest "
-                          "does (checked with poisoned intermediates); TVM would tune it into wrong code")
+        n = first_correct(schedules, target, reference)
+        if n is None:
+            raise FusionError(f"none of the {len(schedules)} sampled schedules computes what the fused loop nest "
+                              "does (checked with poisoned intermediates); TVM would tune it into wrong code")
+        if n:
+            self._say(f"[fusion] {n} better-predicted sampled schedule(s) compute something else "
+                      "than the fused loop nest; the next correct one counts")
+        return float(latencies[n])
 
     def _kernel_us(self, fused_module, kernel: KernelInfo, notes: list[str]) -> float:
         mod = _task_mod(fused_module[kernel.prim_func])

@@ -494,6 +494,23 @@ def _known_cause(mod: tvm.IRModule) -> str:
             "TVM 0.27's decompose_reduction)")
 
 
+def first_correct(schedules, target, reference, on_wrong=None) -> int | None:
+    """Index of the first of ``schedules`` that passes :func:`check_kernel`
+    against ``reference``, or None. A schedule that computes something else
+    or cannot be checked is skipped after ``on_wrong(index, schedule, error)``
+    (the max |error|, or the exception)."""
+    for j, sch in enumerate(schedules):
+        try:
+            ok, error = check_kernel(sch.mod, target, reference)
+        except Exception as err:  # noqa: BLE001 - a schedule that cannot be checked is not used
+            ok, error = False, err
+        if ok:
+            return j
+        if on_wrong is not None:
+            on_wrong(j, sch, error)
+    return None
+
+
 def _first_correct_pick(workload: Workload, pick, target, reference, say):
     """``(rank, picks found wrong, schedule)`` of the first of ``pick(workload)`` that passes
     :func:`check_kernel` (at most :data:`MAX_RECORDS_CHECKED` tried); ``(None, wrong, None)``
@@ -505,17 +522,19 @@ def _first_correct_pick(workload: Workload, pick, target, reference, say):
         return None, 0, None
     say(f"[tune-network] {workload.name}: no correct tuning record; checking the cost model's picks "
         f"among {len(schedules)} sampled schedules, best predicted first")
-    for j, sch in enumerate(schedules[:MAX_RECORDS_CHECKED]):
-        try:
-            ok, error = check_kernel(sch.mod, target, reference)
-        except Exception as err:  # noqa: BLE001 - a pick that cannot be checked is not used
-            ok, error = False, math.nan
-            say(f"[tune-network] could not check {workload.name} pick {j}: {_first_line(err)}")
-        if ok:
-            return j, j, sch
-        say(f"[tune-network] {workload.name}: pick {j} computes something else (max |error| {error:.3g})"
-            f"{_known_cause(sch.mod)}")
-    return None, min(len(schedules), MAX_RECORDS_CHECKED), None
+
+    def wrong(j, sch, error):
+        if isinstance(error, Exception):
+            say(f"[tune-network] could not check {workload.name} pick {j}: {_first_line(error)}")
+        else:
+            say(f"[tune-network] {workload.name}: pick {j} computes something else (max |error| {error:.3g})"
+                f"{_known_cause(sch.mod)}")
+
+    checked = schedules[:MAX_RECORDS_CHECKED]
+    j = first_correct(checked, target, reference, wrong)
+    if j is None:
+        return None, len(checked), None
+    return j, j, checked[j]
 
 
 def chosen_database(workloads: list[Workload], choices: list[KernelChoice], database, target=None):
