@@ -347,36 +347,3 @@ def test_libm_calls_keep_the_block_scalar_and_cost_measured_cycles():
     erf = dataclasses.replace(blk, libm_cost_per_point=3.5)
     est_erf = estimate(ProgramSummary("cpu", (Region(0, 1, 1, 0.0, 0.0, (erf,)),), 0, {}), hw)
     assert est_erf.regions[0].compute_s == pytest.approx(expected + n * 2.5 * 6 / 1.5625e9)
-
-
-def test_a_256_bit_datapath_counts_256_bit_operations():
-    """Zen 4: 32 registers of 16 FP32 lanes, pipes that issue 8 lanes. One core of
-    100 GFLOP/s, 2 FMA pipes, 4-cycle FMA.
-    - An 8-lane vector loop fills the pipes (a ymm FMA), where full 512-bit units
-      would run it at half their lanes.
-    - Accumulator chains count issued operations: 4 zmm accumulators are 8 ymm-wide
-      operations per round, 8 = 4 cycles x 2 pipes, full; 4 ymm accumulators are 4,
-      half. With 512-bit units 4 zmm accumulators are half (4 of 8).
-    - The register file still holds 512-bit registers: 20 zmm accumulators fit the
-      32 (20 + 2 operands), none spill."""
-    wide = dataclasses.replace(cpu(cores=1, vector_bits=512, peak=100.0), vector_registers=32)
-    zen4 = dataclasses.replace(wide, datapath_bits=256)
-    assert (zen4.lanes(32), zen4.issue_lanes(32), wide.issue_lanes(32)) == (16, 8, 16)
-
-    def eff(hw, accumulators, lanes):
-        blk = _reduction_block(accumulators, chain=4096, lanes=lanes)
-        prog = ProgramSummary("cpu", (Region(0, 1, 1, 0.0, 0.0, (blk,)),), 0, {})
-        return estimate(prog, hw).regions[0].lane_efficiency
-
-    assert eff(zen4, 8, 8) == 1.0 and eff(wide, 8, 8) == pytest.approx(0.5)
-    assert eff(zen4, 4, 16) == 1.0 and eff(wide, 4, 16) == pytest.approx(0.5)
-    assert eff(zen4, 4, 8) == pytest.approx(0.5)
-    assert eff(zen4, 20, 16) == 1.0
-    # counted in issued 256-bit operations they would be 40 and spill
-    assert eff(dataclasses.replace(zen4, vector_bits=256, datapath_bits=0), 40, 8) < 1.0
-
-
-def test_datapath_bits_must_divide_the_registers():
-    with pytest.raises(ValueError, match="datapath_bits"):
-        dataclasses.replace(cpu(vector_bits=512), datapath_bits=384)
-    assert dataclasses.replace(cpu(vector_bits=512), datapath_bits=0).issue_lanes(32) == 16

@@ -411,19 +411,3 @@ def test_compiled_sums_agree_with_the_tree_on_random_expressions():
         assert _interval(_compile(expr, env), ranges) == _tree_interval(expr, by_name), str(expr)
         checked += 1
     assert checked > 300
-
-
-def test_zen4_runs_avx512_on_256_bit_units():
-    """Zen 4 (``znver4``): AVX-512 registers (16 FP32 lanes, 32 of them) on 256-bit
-    pipes, so its FP32 peak per cycle is Zen 3's: 2 pipes x 8 lanes x 2 FLOP.
-    Skylake-AVX512 has full 512-bit units."""
-    zen4 = HardwareSpec.from_target(tvm.target.Target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}))
-    zen3 = HardwareSpec.from_target(tvm.target.Target({"kind": "llvm", "mcpu": "znver3", "num-cores": 2}))
-    assert (zen4.vector_bits, zen4.datapath_bits, zen4.vector_registers) == (512, 256, 32)
-    assert (zen4.lanes(32), zen4.issue_lanes(32)) == (16, 8)
-    freq = zen4.extra["freq_ghz"]
-    assert zen4.peak_gflops == pytest.approx(2 * freq * 2 * 8 * 2)
-    assert zen4.peak_gflops / zen4.extra["freq_ghz"] == pytest.approx(zen3.peak_gflops / zen3.extra["freq_ghz"])
-    sky = HardwareSpec.from_target(CPU)
-    assert sky.datapath_bits == 0 and sky.issue_lanes(32) == 16
-    assert HardwareSpec.from_dict(zen4.to_dict()) == zen4

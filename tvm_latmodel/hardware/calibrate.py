@@ -31,7 +31,7 @@ that TVM builds for the host target and times with ``time_evaluator``:
 ``libm``
     ``B[i] = exp(A[i])`` on one core, vectorized as TVM would: LLVM emits one
     scalar ``expf`` call per element. Its time per element, in cycles of the
-    clock the single-core peak implies (``peak / (2 * fma_pipes * issue_lanes)``,
+    clock the single-core peak implies (``peak / (2 * fma_pipes * lanes)``,
     the clock the model converts with), is ``libm_call_cycles``.
 
 The cache sizes and vector width stay those of :meth:`HardwareSpec.from_target`;

@@ -158,15 +158,6 @@ class HardwareSpec:
     vector_stores_per_cycle : int
         Vector stores per cycle per core: an accumulator kept in memory
         instead of a register costs a store per FMA.
-    datapath_bits : int
-        Width of the vector execution units, when narrower than the
-        registers (``0``: as wide as ``vector_bits``). AMD Zen 4 executes each
-        512-bit AVX-512 operation on its 256-bit units ("double pumping",
-        AMD's Zen 4 software optimization guide, pub. 57647; measured here by
-        ``scripts/check_vector_width.py``: a 512-bit FMA kernel runs at 1.03x
-        the FLOP rate of the same kernel at 256 bits), so its peak, its lane
-        quantization and its accumulator chains count 256-bit operations,
-        while its register file still holds 32 registers of 512 bits.
     single_core_peak_gflops : float
         FP32 GFLOP/s of one core running alone (turbo), measured by
         ``calibrate``; ``0`` means ``peak_gflops / parallel_units``.
@@ -199,7 +190,6 @@ class HardwareSpec:
     fma_pipes: int = 2
     add_pipes: int = 2
     vector_stores_per_cycle: int = 1
-    datapath_bits: int = 0
     single_core_peak_gflops: float = 0.0
     libm_call_cycles: float = 6.0
 
@@ -234,11 +224,6 @@ class HardwareSpec:
                      "vector_stores_per_cycle"):
             _check_int(f"HardwareSpec.{name}", getattr(self, name), 1, 1024)
         _check_real("HardwareSpec.libm_call_cycles", self.libm_call_cycles, *LIBM_CALL_CYCLES_RANGE)
-        if self.datapath_bits != 0:
-            _check_int("HardwareSpec.datapath_bits", self.datapath_bits, *_VECTOR_BITS_RANGE)
-            if self.vector_bits % self.datapath_bits:
-                raise ValueError(f"HardwareSpec.datapath_bits ({self.datapath_bits}) must divide "
-                                 f"vector_bits ({self.vector_bits}), or be 0 (as wide as the registers)")
         if self.single_core_peak_gflops != 0:
             _check_real("HardwareSpec.single_core_peak_gflops", self.single_core_peak_gflops, *_RATE_RANGE)
 
@@ -256,9 +241,9 @@ class HardwareSpec:
 
     def core_clock_hz(self, active: int) -> float:
         """The clock :meth:`core_peak_gflops` implies: that peak over the FLOP
-        one cycle issues (``2 * fma_pipes * issue_lanes``). What converts the
-        cycles of ``libm_call_cycles`` to seconds, in the model and in ``calibrate``."""
-        return self.core_peak_gflops(active) * 1e9 / (2 * self.fma_pipes * self.issue_lanes(32))
+        one cycle issues (``2 * fma_pipes * lanes``). What converts the cycles
+        of ``libm_call_cycles`` to seconds, in the model and in ``calibrate``."""
+        return self.core_peak_gflops(active) * 1e9 / (2 * self.fma_pipes * self.lanes(32))
 
     def core_bandwidth_gbps(self, level: "MemoryLevel", active: int) -> float:
         """GB/s one core streams from ``level`` while ``active`` cores do.
@@ -278,15 +263,6 @@ class HardwareSpec:
         if self.kind == "gpu":
             return 32
         return max(1, self.vector_bits // max(8, dtype_bits))
-
-    def issue_lanes(self, dtype_bits: int = 32) -> int:
-        """Lanes one pipe computes per cycle: :meth:`lanes` of the execution
-        units' width (``datapath_bits``; 8 FP32 lanes on Zen 4, whose
-        registers hold 16). Peak, lane quantization and FMA chains count
-        these; registers count :meth:`lanes`."""
-        if self.kind == "gpu" or not self.datapath_bits:
-            return self.lanes(dtype_bits)
-        return max(1, self.datapath_bits // max(8, dtype_bits))
 
     # ----------------------------------------------------------- constructors
     @staticmethod
@@ -455,11 +431,6 @@ _CPU_MICROARCH_DEFAULT = (4, 2, 2, 1)
 # The mcpus whose FMA takes 5 cycles: Zen 1/2, Haswell and Broadwell
 # (Broadwell's FMUL is 3 but its FMA is 5).
 _CPU_FMA_LATENCY_5 = ("znver1", "znver2", "haswell", "broadwell")
-# The mcpus that execute 512-bit AVX-512 operations on 256-bit units (AMD's
-# software optimization guide for Zen 4, pub. 57647, "double pumped";
-# scripts/check_vector_width.py measures it: 1.03x, not 2x, on this
-# project's Zen 4). Zen 5 server cores have full 512-bit units.
-_CPU_DATAPATH_256 = ("znver4",)
 # A TVM parallel region (thread-pool wake-up and join) plus the packed call.
 _CPU_LAUNCH_OVERHEAD_S = 4e-6
 
@@ -521,7 +492,6 @@ def _cpu_spec_from_target(target) -> "HardwareSpec":
     fma_latency, fma_pipes, add_pipes, stores = _CPU_MICROARCH_DEFAULT
     if mcpu in _CPU_FMA_LATENCY_5:
         fma_latency = 5
-    datapath_bits = 256 if (mcpu in _CPU_DATAPATH_256 and vector_bits > 256) else 0
     cores = target.attrs.get("num-cores")
     cores = int(cores) if cores is not None else int(psutil.cpu_count(logical=False) or 1)
     is_host = bool(mcpu) and mcpu == tvm.target.codegen.llvm_get_system_cpu()
@@ -535,8 +505,12 @@ def _cpu_spec_from_target(target) -> "HardwareSpec":
             size, shared = caches[name]
             levels.append(MemoryLevel(name, size, _CPU_BYTES_PER_CYCLE[name] * freq * cores, shared))
     levels.append(MemoryLevel("DRAM", 1e12, _DEFAULT_DRAM_GBPS_PER_CORE * cores, shared=True))
-    # Two FMA pipes per core, each (datapath bits / 32) FP32 lanes, 2 FLOP per FMA.
-    peak = cores * freq * fma_pipes * ((datapath_bits or vector_bits) // 32) * 2
+    # Two FMA pipes per core, each (vector_bits / 32) FP32 lanes, 2 FLOP per FMA.
+    # Zen 4 runs 512-bit FMAs on 256-bit units (scripts/check_vector_width.py:
+    # 1.03x the 256-bit rate), so this is 2x its real peak per cycle; modelling
+    # that did not rank its fresh logs better (BENCHMARKS.md, stop 15), and
+    # calibrate measures the peak itself.
+    peak = cores * freq * 2 * (vector_bits // 32) * 2
     return HardwareSpec(
         name=f"{mcpu or 'generic'} x{cores}",
         kind="cpu",
@@ -552,7 +526,6 @@ def _cpu_spec_from_target(target) -> "HardwareSpec":
         fma_pipes=fma_pipes,
         add_pipes=add_pipes,
         vector_stores_per_cycle=stores,
-        datapath_bits=datapath_bits,
     )
 
 

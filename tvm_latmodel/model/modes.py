@@ -401,7 +401,7 @@ def _unit_level(block: BlockSummary, gpu: bool) -> int:
 
 def _cpu_efficiency(b: BlockSummary, lanes: int, hw: HardwareSpec) -> float:
     """Fraction of a core's peak one CPU block reaches: lanes x chains x
-    register tile x instruction mix. ``lanes``: :meth:`HardwareSpec.issue_lanes`."""
+    register tile x instruction mix."""
     if b.libm_calls_per_point > 0:
         vec, eff = 1, 1.0 / lanes  # a scalar libm call per element keeps the loop scalar
     elif b.vector_extent > 1 and b.vector_gathers:
@@ -418,12 +418,8 @@ def _cpu_efficiency(b: BlockSummary, lanes: int, hw: HardwareSpec) -> float:
             # Accumulator vectors in registers; the out-of-order window also
             # overlaps the chains of the next accumulators when each takes
             # only chain_length dependent updates before the nest moves on.
-            # Registers hold hw.lanes(); the pipes issue ``lanes`` (fewer
-            # where a wide operation is split, as on Zen 4), so the chains
-            # that keep them full count issued operations.
-            regs = b.accumulator_points / vec * -(-vec // hw.lanes(b.dtype_bits))
-            issued = b.accumulator_points / vec * -(-vec // lanes)
-            chains = max(issued, CPU_OOO_WINDOW_FMAS / max(1.0, b.chain_length))
+            regs = b.accumulator_points / vec * -(-vec // lanes)
+            chains = max(regs, CPU_OOO_WINDOW_FMAS / max(1.0, b.chain_length))
             eff *= (chain_efficiency(chains, hw.fma_latency_cycles, hw.fma_pipes)
                     * register_spill_efficiency(regs, hw.vector_registers, in_memory))
         else:
@@ -468,7 +464,7 @@ def _region_terms(region: Region, hw: HardwareSpec, warm: bool = False) -> Regio
     bw_by_server: dict[str, float] = {}
     lane_w = lane_sum = 0.0
     for b in region.blocks:
-        lanes = hw.issue_lanes(b.dtype_bits)
+        lanes = hw.lanes(b.dtype_bits)
         if gpu:
             eff = lane_efficiency(region.threads_per_unit, 32) * occupancy["latency_hiding"]
             if region.threads_per_unit <= 1:
