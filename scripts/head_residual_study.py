@@ -83,14 +83,20 @@ def featurise(paths, cache_dir: str) -> dict[str, dict]:
     return out
 
 
-def features(d: dict) -> np.ndarray:
-    """What the residual sees: per-store sums and the analytical terms, the
-    times relative to the roofline bound (so they transfer across CPUs)."""
+FEATURE_SETS = ("psf+terms", "terms")
+
+
+def features(d: dict, feature_set: str = "psf+terms") -> np.ndarray:
+    """What the residual sees: per-store sums (``psf+terms`` only) and the
+    analytical terms, the times relative to the roofline bound (so they
+    transfer across CPUs)."""
     from tvm_latmodel.model.cost_model import analytical_features
 
     names = [str(n) for n in d["term_names"]]
-    rows = [analytical_features(dict(zip(names, t)), b) for t, b in zip(d["terms"], d["bound"])]
-    return np.concatenate([d["psf"], np.array(rows)], axis=1).astype(np.float32)
+    rows = np.array([analytical_features(dict(zip(names, t)), b) for t, b in zip(d["terms"], d["bound"])])
+    if feature_set == "terms":
+        return rows.astype(np.float32)
+    return np.concatenate([d["psf"], rows], axis=1).astype(np.float32)
 
 
 # ------------------------------------------------------------------- metrics
@@ -114,13 +120,17 @@ def fit(objective: str, X, la, lm, groups, base=None, seed: int = 0):
     return ResidualModel(objective=objective, seed=seed).fit(X, la, lm, groups)
 
 
-def run(data: dict, objectives, families, seeds: int, pretrained_weight: float, evidence_half: float) -> list[dict]:
+def run(data: dict, objectives, families, seeds: int, pretrained_weight: float, evidence_half: float,
+        feature_set: str = "psf+terms", in_sample: bool = False) -> list[dict]:
+    """Rows of metrics per (objective, held-out family, task, shots, seed).
+    ``in_sample``: the transfer residual is fitted on every task, the scored
+    family's included (the in-sample reference for the held-out numbers)."""
     names = [n for n in data if family_of(n) in families]
-    feats = {n: features(data[n]) for n in names}
+    feats = {n: features(data[n], feature_set) for n in names}
     rows = []
     for held in sorted(families):
         test = [n for n in names if family_of(n) == held]
-        train = [n for n in names if family_of(n) != held]
+        train = [n for n in names if in_sample or family_of(n) != held]
         if not test or not train:
             continue
         X = np.concatenate([feats[n] for n in train])
@@ -186,10 +196,15 @@ def main() -> int:
     ap.add_argument("--pretrained-weight", type=float, default=0.5)
     ap.add_argument("--evidence-half", type=float, default=16.0)
     ap.add_argument("--tag", default="study")
+    ap.add_argument("--feature-set", choices=FEATURE_SETS, default="psf+terms",
+                    help="the residual's features: TVM's per-store sums and the analytical terms, or the terms only")
+    ap.add_argument("--in-sample", action="store_true",
+                    help="fit the transfer residual on every task, the scored family's included")
     args = ap.parse_args()
     data = featurise(args.logs, args.cache or os.path.join(args.out, "cache"))
     fams = set(args.families) if args.families else {family_of(n) for n in data}
-    rows = run(data, args.objectives, fams, args.seeds, args.pretrained_weight, args.evidence_half)
+    rows = run(data, args.objectives, fams, args.seeds, args.pretrained_weight, args.evidence_half,
+               args.feature_set, args.in_sample)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"{args.tag}.json"), "w") as f:
         json.dump({"families": sorted(fams), "args": vars(args), "rows": rows}, f)
