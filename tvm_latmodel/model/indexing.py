@@ -86,14 +86,20 @@ def _interval(node, ranges):
     """(lo, hi) of a compiled expression; ``ranges[i]`` bounds loop var i."""
     tag = node[0]
     if tag == "aff":
-        terms = [(k, ranges[v]) for v, k in node[2]]
+        lo = hi = node[1]
+        for v, k in node[2]:
+            a, b = ranges[v]
+            x, y = k * a, k * b
+            if x <= y:
+                lo += x
+                hi += y
+            else:
+                lo += y
+                hi += x
         for k, n in node[3]:
             r = _interval(n, ranges)
             if r is None:
                 return None
-            terms.append((k, r))
-        lo = hi = node[1]
-        for k, r in terms:
             x, y = k * r[0], k * r[1]
             if x <= y:
                 lo += x
@@ -109,7 +115,8 @@ def _interval(node, ranges):
     if tag == "unk":
         return None
     a = _interval(node[1], ranges)
-    b = _interval(node[2], ranges)
+    b = node[2]
+    b = (b[1], b[1]) if b[0] == "c" else _interval(b, ranges)  # mostly a constant divisor
     if a is None or b is None:
         return None
     if tag == "add":
@@ -162,18 +169,21 @@ def _strides(shape) -> list[int]:
     return out
 
 
-def _stride_along(dims, strides, n_vars: int, var: int, extent: int):
+def _stride_along(dims, strides, n_vars: int, var: int, extent: int, mentions=None):
     """Element stride of an access along loop variable ``var`` (others at 0).
 
     Probes the offset at 0, 1, the middle and the last iteration; returns the
     stride when the offset is affine in ``var`` over the loop, else None
     (a wrap-around ``//`` or ``%`` of a fused loop, or an unknown index).
+    ``mentions``: each dimension's :func:`_vars_of`, when already known.
     """
     ranges = [(0, 0)] * n_vars
+    if mentions is None:
+        mentions = [_vars_of(node, set()) for node, _ in dims]
     # Dimensions that do not mention ``var`` give the same term at every probe.
     fixed, moving = 0, []
-    for (node, _), st in zip(dims, strides):
-        if var in _vars_of(node, set()):
+    for (node, _), st, vs in zip(dims, strides, mentions):
+        if var in vs:
             moving.append((node, st))
             continue
         iv = _interval(node, ranges)

@@ -202,6 +202,8 @@ class SummaryError(ValueError):
 
 
 # ------------------------------------------------------------------- walking
+# TVM arrays are read with a slice (``arr[:]``): one FFI call per element,
+# where iterating costs two (the length is asked again for every element).
 
 _KIND = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread"}
 
@@ -232,6 +234,7 @@ class _Walker:
         self.unrolled: dict[int, bool] = {}
         self.pending: list = []  # leaf blocks waiting for the unroll verdicts
         self.block_vars: list = []  # loop variables of each block's nest
+        self.buffer_info: dict = {}  # buffer handle -> (buffer, name, scope, bits, bytes, shape, strides)
 
     # -- statements
     def stmt(self, s):
@@ -242,7 +245,7 @@ class _Walker:
             # Each statement of a sequence is counted from zero; steps add up,
             # depths take the maximum (as UnrollLoop's SeqStmt visitor).
             steps, normal, unroll = self.step_count, self.normal_depth, self.unroll_depth
-            for x in s.seq:
+            for x in s.seq[:]:
                 self.step_count = self.normal_depth = self.unroll_depth = 0
                 self.stmt(x)
                 steps += self.step_count
@@ -346,7 +349,7 @@ class _Walker:
         benv = {}
         useful = 1.0
         reduce_vars: set = set()
-        for iv, val in zip(blk.iter_vars, br.iter_values):
+        for iv, val in zip(blk.iter_vars[:], br.iter_values[:]):
             node = benv[iv.var.__chandle__()] = _compile(val, self.var_env)
             if int(iv.iter_type) == 2:  # CommReduce: a reduction axis
                 _vars_of(node, reduce_vars)
@@ -373,23 +376,30 @@ class _Walker:
         # Footprint at level k: loops k.. vary over their range, outer loops
         # are fixed at 0 (one execution of loop k's body).
         accesses = []
-        regions = [(r, False) for r in blk.reads] + [(w, True) for w in blk.writes]
+        regions = [(r, False) for r in blk.reads[:]] + [(w, True) for w in blk.writes[:]]
         compiled = []
         for reg, is_write in regions:
             buf = reg.source
-            bits = _bits(buf.dtype)
+            info = self.buffer_info.get(buf.__chandle__())
+            if info is None:
+                bits = _bits(buf.dtype)
+                shape = [int(d) for d in buf.shape[:]]
+                nbytes = float(max(1, bits // 8))
+                for d in shape:
+                    nbytes *= d
+                # the buffer object is kept so that its handle is not reused
+                info = self.buffer_info[buf.__chandle__()] = (
+                    buf, str(buf.name), str(buf.scope()), bits, nbytes, shape, _strides(shape))
+            _, name, scope, bits, nbytes, shape, strides = info
             dims = []
-            for rng in reg.region:
+            for rng in reg.region[:]:
                 try:
                     ext = int(rng.extent)
                 except (TypeError, ValueError):
                     ext = None
                 dims.append((_compile(rng.min, benv), ext))
-            shape = [int(d) for d in buf.shape]
-            nbytes = float(max(1, bits // 8))
-            for d in shape:
-                nbytes *= d
-            compiled.append((str(buf.name), str(buf.scope()), bits, is_write, nbytes, dims, shape, _strides(shape)))
+            mentions = [_vars_of(node, set()) for node, _ in dims]
+            compiled.append((name, scope, bits, is_write, nbytes, dims, shape, strides, mentions))
         per_point = _tensorized_work(compiled)
         if per_point is not None:
             # A tensorized block: one point runs a whole intrinsic.
@@ -400,15 +410,15 @@ class _Walker:
         if vec_level >= 0:
             # Accesses that do not move contiguously (or stay put) along the
             # vector loop become gathers.
-            for _, _, _, _, _, dims, _, strides in compiled:
-                step = _stride_along(dims, strides, n_vars, var_ids[vec_level], vec)
+            for _, _, _, _, _, dims, _, strides, mentions in compiled:
+                step = _stride_along(dims, strides, n_vars, var_ids[vec_level], vec, mentions)
                 if step is None or abs(step) > 1:
                     gathers += 1
         elif not self.gpu:
             # What LLVM vectorizes depends on what is unrolled, known only
             # once the loops around this block are closed.
             self.pending.append((len(self.blocks), tuple(var_ids), frozenset(reduce_vars),
-                                 [(c[3], c[5], c[7]) for c in compiled], n_vars))
+                                 [(c[3], c[5], c[7], c[8]) for c in compiled], n_vars))
         chain = 1
         for j in range(reduce_level - 1, -1, -1):
             if loops[j].extent == 1:
@@ -416,11 +426,14 @@ class _Walker:
             if var_ids[j] not in reduce_vars:
                 break
             chain *= loops[j].extent
-        for name, scope, bits, is_write, nbytes, dims, shape, _ in compiled:
+        for name, scope, bits, is_write, nbytes, dims, shape, _, mentions in compiled:
             # Levels from innermost (all loops fixed) outwards: level k frees
             # loop k's variable, so only the dimensions that mention it change.
             width = max(1, bits // 8)
-            mentions = [_vars_of(node, set()) for node, _ in dims]
+            mentioned_in: dict[int, list[int]] = {}  # loop var -> dimensions whose index mentions it
+            for d, vs in enumerate(mentions):
+                for v in vs:
+                    mentioned_in.setdefault(v, []).append(d)
             ranges = [(0, 0)] * n_vars
             ivs = [_interval(node, ranges) for node, _ in dims]
             fps = [0.0] * (depth + 1)
@@ -431,10 +444,9 @@ class _Walker:
                     changed = False
                     if e != 1:
                         ranges[v] = (0, e - 1)
-                        for d, vs in enumerate(mentions):
-                            if v in vs:
-                                ivs[d] = _interval(dims[d][0], ranges)
-                                changed = True
+                        for d in mentioned_in.get(v, ()):
+                            ivs[d] = _interval(dims[d][0], ranges)
+                            changed = True
                 if not changed:
                     fps[k] = fps[k + 1]
                     continue
@@ -582,8 +594,8 @@ def _auto_vector(loops, var_ids, reduce_vars, reduce_level, compiled, n_vars) ->
         if loops[j].kind not in ("serial", "unrolled") or var_ids[j] in reduce_vars or loops[j].extent <= best:
             continue
         ok = True
-        for is_write, dims, strides in compiled:
-            step = _stride_along(dims, strides, n_vars, var_ids[j], loops[j].extent)
+        for is_write, dims, strides, mentions in compiled:
+            step = _stride_along(dims, strides, n_vars, var_ids[j], loops[j].extent, mentions)
             if step is None or abs(step) > 1 or (is_write and step == 0):
                 ok = False
                 break
