@@ -86,6 +86,8 @@ def _interval(node, ranges):
     """(lo, hi) of a compiled expression; ``ranges[i]`` bounds loop var i."""
     tag = node[0]
     if tag == "aff":
+        # Two loops with the same accumulation, not one over a list of both
+        # kinds of term: building that list made summarize about 7% slower.
         lo = hi = node[1]
         for v, k in node[2]:
             a, b = ranges[v]
