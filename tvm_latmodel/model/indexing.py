@@ -202,7 +202,7 @@ def _stride_along(dims, strides, n_vars: int, var: int, extent: int, mentions=No
                 return None
             o += iv[0] * st
         offs.append((x, o))
-    (x0, o0), (x1, o1) = offs[0], offs[1]
+    (x0, o0), (_, o1) = offs[0], offs[1]  # x = 0 and 1
     step = o1 - o0
     if any(o - o0 != step * (x - x0) for x, o in offs[2:]):
         return None
