@@ -171,17 +171,15 @@ def _strides(shape) -> list[int]:
     return out
 
 
-def _stride_along(dims, strides, n_vars: int, var: int, extent: int, mentions=None):
+def _stride_along(dims, strides, mentions, n_vars: int, var: int, extent: int):
     """Element stride of an access along loop variable ``var`` (others at 0).
 
     Probes the offset at 0, 1, the middle and the last iteration; returns the
     stride when the offset is affine in ``var`` over the loop, else None
     (a wrap-around ``//`` or ``%`` of a fused loop, or an unknown index).
-    ``mentions``: each dimension's :func:`_vars_of`, when already known.
+    ``mentions``: each dimension's :func:`_vars_of`.
     """
     ranges = [(0, 0)] * n_vars
-    if mentions is None:
-        mentions = [_vars_of(node, set()) for node, _ in dims]
     # Dimensions that do not mention ``var`` give the same term at every probe.
     fixed, moving = 0, []
     for (node, _), st, vs in zip(dims, strides, mentions):

@@ -234,7 +234,7 @@ class _Walker:
         self.unrolled: dict[int, bool] = {}
         self.pending: list = []  # leaf blocks waiting for the unroll verdicts
         self.block_vars: list = []  # loop variables of each block's nest
-        self.buffer_info: dict = {}  # buffer handle -> (buffer, name, scope, bits, bytes, shape, strides)
+        self.buffer_info: dict = {}  # buffer handle -> (name, scope, bits, bytes, shape, strides)
 
     # -- statements
     def stmt(self, s):
@@ -387,10 +387,10 @@ class _Walker:
                 nbytes = float(max(1, bits // 8))
                 for d in shape:
                     nbytes *= d
-                # the buffer object is kept so that its handle is not reused
+                # (the module being walked owns the buffer: its handle stays unique meanwhile)
                 info = self.buffer_info[buf.__chandle__()] = (
-                    buf, str(buf.name), str(buf.scope()), bits, nbytes, shape, _strides(shape))
-            _, name, scope, bits, nbytes, shape, strides = info
+                    str(buf.name), str(buf.scope()), bits, nbytes, shape, _strides(shape))
+            name, scope, bits, nbytes, shape, strides = info
             dims = []
             for rng in reg.region[:]:
                 try:
@@ -411,7 +411,7 @@ class _Walker:
             # Accesses that do not move contiguously (or stay put) along the
             # vector loop become gathers.
             for _, _, _, _, _, dims, _, strides, mentions in compiled:
-                step = _stride_along(dims, strides, n_vars, var_ids[vec_level], vec, mentions)
+                step = _stride_along(dims, strides, mentions, n_vars, var_ids[vec_level], vec)
                 if step is None or abs(step) > 1:
                     gathers += 1
         elif not self.gpu:
@@ -595,7 +595,7 @@ def _auto_vector(loops, var_ids, reduce_vars, reduce_level, compiled, n_vars) ->
             continue
         ok = True
         for is_write, dims, strides, mentions in compiled:
-            step = _stride_along(dims, strides, n_vars, var_ids[j], loops[j].extent, mentions)
+            step = _stride_along(dims, strides, mentions, n_vars, var_ids[j], loops[j].extent)
             if step is None or abs(step) > 1 or (is_write and step == 0):
                 ok = False
                 break
