@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Does a guarded load stop LLVM's loop vectorizer on real schedules?
+
+Step 1 of ``benchmarks/modes/PROTOCOL_stop17.md``. For every log given, up to
+``--per-log`` records (file order) whose reduction block has no explicit
+vectorized loop and that the analytical model credits with a loop LLVM
+vectorizes by itself (``auto_vector_extent > 1``) are built with TVM for the
+log's own target, and their x86 assembly is classified as in
+``scripts/check_vectorization.py`` (``clean``: packed arithmetic, no scalar
+arithmetic, fewer ``vinsertps`` than packed instructions). The records are
+split by whether the reduction block's stored value holds a guarded load
+(``BlockSummary.guarded_loads_per_point > 0``: an ``if_then_else`` that loads
+memory in a branch).
+
+    python scripts/check_guarded_loads.py tuning_logs/cpu/* tuning_logs/cpu-znver4/* \\
+        --out benchmarks/modes/guarded_loads.json
+
+Assembly counts are kept in ``--out`` as they are made, so a stopped run
+resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+def asm_counts(mod, target) -> dict:
+    import tvm
+
+    asm = tvm.compile(mod, target=target).mod.inspect_source("asm")
+    return {"packed": len(re.findall(r"v(fmadd\d+|mul|add|max)ps", asm)),
+            "scalar": len(re.findall(r"v(fmadd\d+|mul|add|max)ss", asm)),
+            "inserts": len(re.findall(r"vinsertps", asm))}
+
+
+def is_vector(c: dict) -> bool:
+    return c["packed"] > 0 and c["scalar"] == 0 and c["inserts"] < c["packed"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("logs", nargs="+", help="log directories")
+    ap.add_argument("--per-log", type=int, default=8)
+    ap.add_argument("--out", required=True, help="JSON of every record's assembly counts (resumable)")
+    args = ap.parse_args()
+
+    from tvm_latmodel.model.program import summarize
+    from tvm_latmodel.replay.logs import load_tasks
+
+    from tvm_latmodel.fileformat import load_json
+
+    out = {"rows": {}}
+    if os.path.exists(args.out):
+        try:
+            out = load_json(args.out, "assembly counts")
+        except ValueError as err:
+            sys.exit(f"error: {err}; move it aside to start over (nothing was overwritten)")
+        if not isinstance(out, dict) or not isinstance(out.get("rows"), dict):
+            sys.exit(f"error: {args.out}: not this script's output (no 'rows' object); move it aside to start over")
+    rows = out["rows"]
+    t0 = time.time()
+    for n, path in enumerate(args.logs, 1):
+        name = "/".join(os.path.normpath(path).split(os.sep)[-2:])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            (task,) = load_tasks(path)
+        kept = 0
+        for i, r in enumerate(task.records):
+            if kept >= args.per_log:
+                break
+            blocks = summarize(r.schedule.mod, "cpu").blocks
+            reds = [b for b in blocks if b.reduce_level > 0 and b.ops_per_point > 0]
+            if not reds or any(b.vector_extent > 1 for b in reds):
+                continue
+            if not any(b.auto_vector_extent > 1 for b in reds):
+                continue
+            kept += 1
+            key = f"{name}:{i}"
+            if key not in rows:
+                rows[key] = {"guarded": any(b.guarded_loads_per_point > 0 for b in reds),
+                             "credited": max(b.auto_vector_extent for b in reds),
+                             **asm_counts(r.schedule.mod, task.target)}
+                with open(args.out + ".tmp", "w") as f:
+                    json.dump(out, f, indent=1)
+                os.replace(args.out + ".tmp", args.out)
+        print(f"[{n}/{len(args.logs)}] {name}: {kept} records ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+
+    def tally(keys):
+        scalar = sum(not is_vector(rows[k]) for k in keys)
+        return f"{scalar} of {len(keys)} scalar" + (f" ({scalar / len(keys):.0%})" if keys else "")
+
+    for label, pick in (("outside T2D", lambda k: "/T2D_" not in k), ("T2D", lambda k: "/T2D_" in k)):
+        ks = [k for k in rows if pick(k)]
+        g = [k for k in ks if rows[k]["guarded"]]
+        u = [k for k in ks if not rows[k]["guarded"]]
+        print(f"{label}: guarded {tally(g)}; not guarded {tally(u)}")
+        fams = sorted({k.split("/")[1].split("_")[0] for k in g})
+        for fam in fams:
+            print(f"  {fam}: guarded {tally([k for k in g if f'/{fam}_' in k])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
