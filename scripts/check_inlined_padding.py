@@ -62,7 +62,18 @@ def main() -> int:
     target = host_target()
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "results.json")
-    results = json.load(open(path)) if os.path.exists(path) else {}
+    results = {}
+    if os.path.exists(path):
+        from tvm_latmodel.fileformat import load_json
+
+        try:
+            results = load_json(path, "results", strict=False)
+        except ValueError as err:
+            # stop before tuning anything: the file holds earlier runs' results
+            sys.exit(f"error: {err}; move it aside to start over (nothing was overwritten)")
+        if not isinstance(results, dict):
+            sys.exit(f"error: {path}: not a results file of this script (a JSON object was expected); "
+                     "move it aside to start over")
     for label, (c_in, c_out, hw) in SHAPES.items():
         for seed in args.seeds:
             for form in ("materialised", "inlined"):  # interleaved, so drift hits both
