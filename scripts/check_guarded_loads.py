@@ -9,8 +9,15 @@ log's own target, and their x86 assembly is classified as in
 ``scripts/check_vectorization.py`` (``clean``: packed arithmetic, no scalar
 arithmetic, fewer ``vinsertps`` than packed instructions). The records are
 split by whether the reduction block's stored value holds a guarded load
-(``BlockSummary.guarded_loads_per_point > 0``: an ``if_then_else`` that loads
-memory in a branch).
+(an ``if_then_else`` that loads memory in a branch: TVM's LLVM backend emits
+it as a conditional branch and a phi, ``codegen_llvm.cc``,
+``builtin::if_then_else``; a ``Select`` evaluates both sides and does not
+count).
+
+Result of the stop 17 run (``benchmarks/modes/guarded_loads.json``): outside
+T2D 13 of 16 guarded records were scalar, 73 of 271 unguarded ones too; the
+rule "no auto-vectorization under a guarded load" passed this step and was
+then reverted on its ranking (BENCHMARKS.md, stop 17).
 
     python scripts/check_guarded_loads.py tuning_logs/cpu/* tuning_logs/cpu-znver4/* \\
         --out benchmarks/modes/guarded_loads.json
@@ -30,6 +37,56 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+def _has_load(expr) -> bool:
+    name = type(expr).__name__
+    if name in ("BufferLoad", "TensorLoad"):  # (0.27 shows a parameter's load as a TensorLoad)
+        return True
+    return any(_has_load(c) for c in _children(expr))
+
+
+def _children(expr) -> list:
+    name = type(expr).__name__
+    if name == "Cast":
+        return [expr.value]
+    if name == "Select":
+        return [expr.condition, expr.true_value, expr.false_value]
+    if name == "Call":
+        return list(expr.args)
+    if hasattr(expr, "a") and hasattr(expr, "b"):
+        return [expr.a, expr.b]
+    return []
+
+
+def guarded_loads(expr) -> int:
+    """``if_then_else`` calls in ``expr`` with a load in a branch."""
+    own = 0
+    if type(expr).__name__ == "Call" and str(getattr(expr.op, "name", "")).endswith("if_then_else"):
+        args = list(expr.args)
+        own = int(len(args) == 3 and (_has_load(args[1]) or _has_load(args[2])))
+    return own + sum(guarded_loads(c) for c in _children(expr))
+
+
+def stored_values(stmt, out: dict) -> dict:
+    """Block name -> the value its single store writes (leaf blocks only)."""
+    name = type(stmt).__name__
+    if name in ("SBlockRealize", "BlockRealize"):
+        blk = stmt.block
+        if type(blk.body).__name__ == "BufferStore":
+            out[str(blk.name_hint)] = blk.body.value
+        else:
+            stored_values(blk.body, out)
+        return out
+    if name == "SeqStmt":
+        for s in stmt.seq:
+            stored_values(s, out)
+        return out
+    for attr in ("body", "then_case", "else_case", "block"):
+        child = getattr(stmt, attr, None)
+        if child is not None:
+            stored_values(child, out)
+    return out
 
 
 def asm_counts(mod, target) -> dict:
@@ -76,7 +133,8 @@ def main() -> int:
         for i, r in enumerate(task.records):
             if kept >= args.per_log:
                 break
-            blocks = summarize(r.schedule.mod, "cpu").blocks
+            mod = r.schedule.mod
+            blocks = summarize(mod, "cpu").blocks
             reds = [b for b in blocks if b.reduce_level > 0 and b.ops_per_point > 0]
             if not reds or any(b.vector_extent > 1 for b in reds):
                 continue
@@ -85,9 +143,10 @@ def main() -> int:
             kept += 1
             key = f"{name}:{i}"
             if key not in rows:
-                rows[key] = {"guarded": any(b.guarded_loads_per_point > 0 for b in reds),
+                values = stored_values(mod["main"].body, {})
+                rows[key] = {"guarded": any(guarded_loads(values[b.name]) > 0 for b in reds),
                              "credited": max(b.auto_vector_extent for b in reds),
-                             **asm_counts(r.schedule.mod, task.target)}
+                             **asm_counts(mod, task.target)}
                 with open(args.out + ".tmp", "w") as f:
                     json.dump(out, f, indent=1)
                 os.replace(args.out + ".tmp", args.out)

@@ -261,45 +261,6 @@ def _count_libm(expr) -> tuple[float, float]:
     return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
-def _has_load(expr) -> bool:
-    name = type(expr).__name__
-    if name in ("BufferLoad", "TensorLoad"):  # (0.27 prints a parameter's load as a TensorLoad)
-        return True
-    if name in _OPS:
-        return _has_load(expr.a) or _has_load(expr.b)
-    if name == "Cast":
-        return _has_load(expr.value)
-    if name == "Select":
-        return _has_load(expr.condition) or _has_load(expr.true_value) or _has_load(expr.false_value)
-    if name == "Call":
-        return any(_has_load(a) for a in expr.args)
-    return False
-
-
-def _count_guarded_loads(expr) -> int:
-    """``if_then_else`` calls in ``expr`` that load memory in a branch.
-
-    TVM's LLVM backend lowers ``if_then_else`` to a conditional branch and a
-    phi (``codegen_llvm.cc``, ``builtin::if_then_else``), so the load only
-    runs when its guard holds; ``Select`` evaluates both sides and is not
-    counted.
-    """
-    name = type(expr).__name__
-    if name in _OPS:
-        return _count_guarded_loads(expr.a) + _count_guarded_loads(expr.b)
-    if name == "Cast":
-        return _count_guarded_loads(expr.value)
-    if name == "Select":
-        return (_count_guarded_loads(expr.condition) + _count_guarded_loads(expr.true_value)
-                + _count_guarded_loads(expr.false_value))
-    if name == "Call":
-        op = str(expr.op.name) if hasattr(expr.op, "name") else ""
-        args = expr.args[:]
-        own = int(op.endswith("if_then_else") and len(args) == 3 and (_has_load(args[1]) or _has_load(args[2])))
-        return own + sum(_count_guarded_loads(a) for a in args)
-    return 0
-
-
 def _count_fma(expr) -> float:
     """Multiplies an add or subtract consumes (each fuses with it into one
     FMA instruction): ``C + A * B`` has one, ``max(C, A)`` none."""

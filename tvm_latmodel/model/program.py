@@ -24,9 +24,7 @@ What is summarized, per block (``T.sblock``) of the scheduled function:
   contiguous nor loop-invariant in it, so the vector load becomes a gather);
   without an explicit vectorized loop, ``auto_vector_extent``: the innermost
   non-reduction loop when every access is contiguous or invariant in it (what
-  LLVM's loop vectorizer turns into vector code by itself), and 0 when the
-  stored value loads memory under an ``if_then_else`` (``guarded_loads_per_point``:
-  TVM emits a branch there, and LLVM then leaves the loop scalar).
+  LLVM's loop vectorizer turns into vector code by itself).
 * ``reduce_level``: the depth of the innermost loop that iterates a
   reduction axis; the loops inside it hold independent accumulators, and
   ``chain_length`` (the product of the innermost run of reduction loops) is
@@ -46,7 +44,7 @@ from dataclasses import dataclass, field
 
 import tvm
 
-from .indexing import _bits, _compile, _count_fma, _count_guarded_loads, _count_libm, _count_ops, _interval, _stride_along, _strides, _vars_of
+from .indexing import _bits, _compile, _count_fma, _count_libm, _count_ops, _interval, _stride_along, _strides, _vars_of
 
 # TVM's UnrollLoop default auto_max_depth: at most this many unrolled loops
 # nested below a loop that is itself auto-unrolled.
@@ -114,7 +112,6 @@ class BlockSummary:
     fma_per_point: float = 0.0
     libm_calls_per_point: float = 0.0
     libm_cost_per_point: float = 0.0
-    guarded_loads_per_point: int = 0
 
     @property
     def innermost_loop(self) -> int:
@@ -366,7 +363,6 @@ class _Walker:
         ops = _count_ops(store.value) if store is not None else 0.0
         fmas = _count_fma(store.value) if store is not None else 0.0
         libm, libm_cost = _count_libm(store.value) if store is not None else (0.0, 0.0)
-        guarded = _count_guarded_loads(store.value) if store is not None else 0
         vec, vec_level = 0, -1
         for j in range(len(loops) - 1, -1, -1):
             if loops[j].kind == "vectorized":
@@ -480,7 +476,7 @@ class _Walker:
             useful_points=useful, ops_per_point=ops, vector_extent=vec, dtype_bits=store_bits,
             accesses=tuple(accesses), reduce_level=reduce_level, vector_gathers=gathers,
             chain_length=float(chain if reduce_level else 0), fma_per_point=fmas, libm_calls_per_point=libm,
-            libm_cost_per_point=libm_cost, guarded_loads_per_point=guarded))
+            libm_cost_per_point=libm_cost))
         self.block_vars.append(tuple(var_ids))
 
     def finish(self) -> None:
@@ -495,12 +491,6 @@ class _Walker:
             blocks.append(dataclasses.replace(b, loops=loops))
         for i, var_ids, reduce_vars, compiled, n_vars in self.pending:
             b = blocks[i]
-            if b.guarded_loads_per_point:
-                # A load under ``if_then_else`` is a branch in LLVM IR; on
-                # MetaSchedule's schedules LLVM then leaves the loop scalar
-                # (13 of 16 credited records outside T2D, 20 of 24 in T2D:
-                # benchmarks/modes/guarded_loads.json, PROTOCOL_stop17.md).
-                continue
             blocks[i] = dataclasses.replace(
                 b, auto_vector_extent=_auto_vector(b.loops, var_ids, reduce_vars, b.reduce_level, compiled, n_vars))
         self.blocks = blocks
