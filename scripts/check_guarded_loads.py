@@ -5,8 +5,8 @@ Step 1 of ``benchmarks/modes/PROTOCOL_stop17.md``. For every log given, up to
 ``--per-log`` records (file order) whose reduction block has no explicit
 vectorized loop and that the analytical model credits with a loop LLVM
 vectorizes by itself (``auto_vector_extent > 1``) are built with TVM for the
-log's own target, and their x86 assembly is classified as in
-``scripts/check_vectorization.py`` (``clean``: packed arithmetic, no scalar
+log's own target, and their x86 assembly is classified by
+``scripts/check_vectorization.py``'s functions (``clean``: packed arithmetic, no scalar
 arithmetic, fewer ``vinsertps`` than packed instructions). The records are
 split by whether the reduction block's stored value holds a guarded load
 (an ``if_then_else`` that loads memory in a branch: TVM's LLVM backend emits
@@ -29,14 +29,14 @@ resumes where it stopped.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import sys
 import time
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from check_vectorization import asm_counts, vector_code  # noqa: E402 - this folder's sibling script
 
 
 def _has_load(expr) -> bool:
@@ -89,19 +89,6 @@ def stored_values(stmt, out: dict) -> dict:
     return out
 
 
-def asm_counts(mod, target) -> dict:
-    import tvm
-
-    asm = tvm.compile(mod, target=target).mod.inspect_source("asm")
-    return {"packed": len(re.findall(r"v(fmadd\d+|mul|add|max)ps", asm)),
-            "scalar": len(re.findall(r"v(fmadd\d+|mul|add|max)ss", asm)),
-            "inserts": len(re.findall(r"vinsertps", asm))}
-
-
-def is_vector(c: dict) -> bool:
-    return c["packed"] > 0 and c["scalar"] == 0 and c["inserts"] < c["packed"]
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="+", help="log directories")
@@ -109,10 +96,9 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="JSON of every record's assembly counts (resumable)")
     args = ap.parse_args()
 
+    from tvm_latmodel.fileformat import load_json, write_json
     from tvm_latmodel.model.program import summarize
     from tvm_latmodel.replay.logs import load_tasks
-
-    from tvm_latmodel.fileformat import load_json
 
     out = {"rows": {}}
     if os.path.exists(args.out):
@@ -147,13 +133,11 @@ def main() -> int:
                 rows[key] = {"guarded": any(guarded_loads(values[b.name]) > 0 for b in reds),
                              "credited": max(b.auto_vector_extent for b in reds),
                              **asm_counts(mod, task.target)}
-                with open(args.out + ".tmp", "w") as f:
-                    json.dump(out, f, indent=1)
-                os.replace(args.out + ".tmp", args.out)
+                write_json(args.out, out, indent=1)
         print(f"[{n}/{len(args.logs)}] {name}: {kept} records ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
 
     def tally(keys):
-        scalar = sum(not is_vector(rows[k]) for k in keys)
+        scalar = sum(not vector_code(rows[k]) for k in keys)
         return f"{scalar} of {len(keys)} scalar" + (f" ({scalar / len(keys):.0%})" if keys else "")
 
     for label, pick in (("outside T2D", lambda k: "/T2D_" not in k), ("T2D", lambda k: "/T2D_" in k)):

@@ -59,14 +59,14 @@ def main() -> int:
     (b, fam), (a, fam_a) = runs
     fam.update(fam_a)
     apart = set(args.apart)
-    inside = sorted(t for t in fam if fam[t] not in apart)
-    outside = sorted(t for t in fam if fam[t] in apart)
-    print(f"Spearman / top-1 / top-5 / rank_5pct, mean over tasks; {len(inside)} tasks outside "
-          f"{', '.join(sorted(apart)) or '(none)'}, {len(outside)} apart\n")
+    rest = sorted(t for t in fam if fam[t] not in apart)
+    set_apart = sorted(t for t in fam if fam[t] in apart)
+    print(f"Spearman / top-1 / top-5 / rank_5pct, mean over tasks; {len(rest)} tasks outside "
+          f"{', '.join(sorted(apart)) or '(none)'}, {len(set_apart)} apart\n")
     print("| objective | shots | tasks | before | after |")
     print("|---|---|---|---|---|")
     for key in sorted(set(b) | set(a), key=lambda k: (k[1], k[0])):
-        for label, names in (("outside", inside), ("apart", outside)):
+        for label, names in (("outside", rest), ("apart", set_apart)):
             if not names:
                 continue
             print(f"| {key[0]} | {key[1]} | {label} | {fmt(mean(b.get(key, {}), names))} | "

@@ -68,6 +68,7 @@ def main() -> int:
 
 
 def _tune(name, model, trials, seed, out, key, path) -> dict:
+    from tvm_latmodel.fileformat import write_json
     from tvm_latmodel.targets import host_target
     from tvm_latmodel.tuning import tune_workload
     from tvm_latmodel.workloads import get_workload
@@ -82,10 +83,7 @@ def _tune(name, model, trials, seed, out, key, path) -> dict:
     d = rep.to_dict()
     d["target"] = str(target)
     d["seed"] = seed
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(d, f)
-    os.replace(tmp, path)
+    write_json(path, d)
     shutil.rmtree(work_dir, ignore_errors=True)  # the curve is in the JSON
     return d
 

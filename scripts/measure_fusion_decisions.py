@@ -60,10 +60,9 @@ def _tune(mod, target, work_dir: str, trials: int, seed: int, label: str) -> dic
 
 def _write_record(record: dict, path: str) -> None:
     """Write one decision's JSON atomically (a stopped run never leaves half a file)."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump(record, f, indent=1)
-    os.replace(path + ".tmp", path)
+    from tvm_latmodel.fileformat import write_json
+
+    write_json(path, record, indent=1)
 
 
 #: How ``best_correct`` checks a schedule; decisions verified otherwise are verified again.

@@ -114,13 +114,13 @@ def run_one(tasks, task, model: str, shots: int, transfer: bool, seed: int) -> d
 def _run_task(task_name: str, jobs: list[tuple], cache_dir: str) -> list[dict]:
     """Every (model, shots, transfer, seed) of one task, in a worker; each
     result is written to the cache as soon as it exists."""
+    from tvm_latmodel.fileformat import write_json
+
     (task,) = [t for t in _TASKS if t.name == task_name]
     out = []
     for model, shots, transfer, seed, path in jobs:
         r = run_one(_TASKS, task, model, shots, transfer, seed)
-        with open(path + ".tmp", "w") as f:
-            json.dump(r, f)
-        os.replace(path + ".tmp", path)
+        write_json(path, r)
         out.append(r)
     return out
 

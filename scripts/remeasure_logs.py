@@ -39,15 +39,6 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 
-def _save(out: dict, path: str) -> None:
-    import json
-
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump(out, f, indent=1)
-    os.replace(path + ".tmp", path)
-
-
 def report(out: dict) -> str:
     from tvm_latmodel.replay.metrics import spearman, top_k_score
 
@@ -84,7 +75,7 @@ def main() -> int:
                     help="measure logs recorded for another CPU too, built for this machine's target")
     args = ap.parse_args()
 
-    from tvm_latmodel.fileformat import load_json
+    from tvm_latmodel.fileformat import load_json, write_json
     from tvm_latmodel.measure import measure_schedules
     from tvm_latmodel.model.cost_model import HybridCostModel
     from tvm_latmodel.replay.logs import load_tasks
@@ -122,10 +113,10 @@ def main() -> int:
             t0 = time.time()
             lat = measure_schedules(schedules, host, progress=True)
             log["passes"].append([float("nan") if x is None else float(x) for x in lat])
-            _save(out, args.out)
+            write_json(args.out, out, indent=1)
             print(f"[remeasure] {name}: pass {len(log['passes'])} of {len(schedules)} records in "
                   f"{time.time() - t0:.0f} s", file=sys.stderr, flush=True)
-        _save(out, args.out)
+        write_json(args.out, out, indent=1)
     table = report(out)
     with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
         f.write(table + "\n")

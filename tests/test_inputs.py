@@ -952,3 +952,17 @@ def test_offline_comparison_skips_shots_a_log_cannot_hold(tmp_path):
     assert oc._read_cached(str(tmp_path / "missing.json")) is None
     (tmp_path / "skip.json").write_text(json.dumps({"skipped": "too few"}))
     assert oc._read_cached(str(tmp_path / "skip.json")) == {"skipped": "too few"}
+
+
+def test_write_json_never_leaves_half_a_file(tmp_path):
+    """The resumable scripts save their results with ``write_json``: data that
+    cannot be written keeps the previous file whole and leaves no temporary."""
+    from tvm_latmodel.fileformat import load_json, write_json
+
+    path = tmp_path / "sub" / "results.json"
+    write_json(path, {"a": [1, 2]}, indent=1)  # the folder is made
+    assert load_json(path) == {"a": [1, 2]}
+    with pytest.raises(TypeError):
+        write_json(path, {"a": object()})
+    assert load_json(path) == {"a": [1, 2]}
+    assert sorted(p.name for p in path.parent.iterdir()) == ["results.json"]

@@ -338,3 +338,26 @@ def read_versioned_json(path: str, fmt: str, version: int, what: str,
     if fields:
         check_fields(meta, fields, str(path), what)
     return meta
+
+
+def write_json(path: str | os.PathLike, data: Any, indent: int | None = None) -> None:
+    """Write ``data`` as JSON to ``path`` without ever leaving half a file.
+
+    It goes to ``path.tmp`` first and is renamed over ``path`` once complete,
+    so a run stopped mid-write keeps the previous ``path``; the folder is made
+    if needed. If ``data`` cannot be written, the temporary file is removed
+    and the error raised.
+    """
+    path = str(path)
+    folder = os.path.dirname(path)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w") as fh:
+            json.dump(data, fh, indent=indent)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    os.replace(tmp, path)
