@@ -169,16 +169,6 @@ class HardwareSpec:
         The default, 6, was measured on this project's Zen 3 with glibc 2.36,
         idle: 2.3–2.5 ns per element at 2.45 GHz (``scripts/check_libm_calls.py``);
         ``calibrate`` measures it on the machine at hand.
-    l1_sets, cache_line_bytes : int
-        Sets of one core's L1 data cache and its line size (CPU). A tile
-        whose rows are a multiple of ``l1_sets * cache_line_bytes`` apart
-        uses only some of the sets (:func:`tvm_latmodel.model.modes.l1_set_footprint`).
-        Read from sysfs for the host; otherwise 64 and 64: the L1d of Zen
-        2-4 and Skylake (32 KiB, 8-way) and of Ice Lake and later (48 KiB,
-        12-way) has 64 sets of 64-byte lines, 4 KiB per way, so that it is
-        indexed within a 4 KiB page (AMD Software Optimization Guides for
-        Family 17h/19h; Intel Optimization Reference Manual). ``l1_sets=0``
-        turns the mode off.
     """
 
     name: str
@@ -202,8 +192,6 @@ class HardwareSpec:
     vector_stores_per_cycle: int = 1
     single_core_peak_gflops: float = 0.0
     libm_call_cycles: float = 6.0
-    l1_sets: int = 64
-    cache_line_bytes: int = 64
 
     def __post_init__(self):
         # Every field is checked here, so a spec from code, a preset or a file
@@ -236,8 +224,6 @@ class HardwareSpec:
                      "vector_stores_per_cycle"):
             _check_int(f"HardwareSpec.{name}", getattr(self, name), 1, 1024)
         _check_real("HardwareSpec.libm_call_cycles", self.libm_call_cycles, *LIBM_CALL_CYCLES_RANGE)
-        _check_int("HardwareSpec.l1_sets", self.l1_sets, 0, 1 << 20)
-        _check_int("HardwareSpec.cache_line_bytes", self.cache_line_bytes, 1, 4096)
         if self.single_core_peak_gflops != 0:
             _check_real("HardwareSpec.single_core_peak_gflops", self.single_core_peak_gflops, *_RATE_RANGE)
 
@@ -449,24 +435,6 @@ _CPU_FMA_LATENCY_5 = ("znver1", "znver2", "haswell", "broadwell")
 _CPU_LAUNCH_OVERHEAD_S = 4e-6
 
 
-def _host_l1_geometry() -> tuple[int, int] | None:
-    """(sets, line bytes) of the host's L1 data cache from Linux sysfs, or None."""
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for entry in sorted(os.listdir(base)):
-            p = os.path.join(base, entry)
-            if not entry.startswith("index") or open(os.path.join(p, "level")).read().strip() != "1":
-                continue
-            if open(os.path.join(p, "type")).read().strip() == "Instruction":
-                continue
-            sets = int(open(os.path.join(p, "number_of_sets")).read().strip())
-            line = int(open(os.path.join(p, "coherency_line_size")).read().strip())
-            return (sets, line) if sets > 0 and line > 0 else None
-    except (OSError, ValueError):
-        return None
-    return None
-
-
 def _host_caches() -> dict[str, tuple[float, bool]]:
     """{"L1": (bytes, shared)} from Linux sysfs, data/unified caches only."""
     out = {}
@@ -531,7 +499,6 @@ def _cpu_spec_from_target(target) -> "HardwareSpec":
     if not caches:
         caches = {"L1": (32 * 1024.0, False), "L2": (1024 * 1024.0, False), "L3": (32 * 1024**2, True)}
     freq = _host_freq_ghz() if is_host else _DEFAULT_FREQ_GHZ
-    l1_sets, line = (_host_l1_geometry() if is_host else None) or (64, 64)
     levels = []
     for name in ("L1", "L2", "L3"):
         if name in caches:
@@ -559,8 +526,6 @@ def _cpu_spec_from_target(target) -> "HardwareSpec":
         fma_pipes=fma_pipes,
         add_pipes=add_pipes,
         vector_stores_per_cycle=stores,
-        l1_sets=l1_sets,
-        cache_line_bytes=line,
     )
 
 

@@ -49,10 +49,6 @@ named in ``tvm-latmodel explain``:
 * **cache-capacity cliffs** (:func:`cache_traffic_bytes`): the bytes a
   level must fetch from the next one jump when a loop body's footprint stops
   fitting in it.
-* **L1 set conflicts** (CPU, :func:`l1_set_footprint`): a tile whose rows
-  lie a multiple of the L1's way size (sets x line, 4 KiB) apart maps onto a
-  few of its sets, so it needs ``sets / sets used`` times its footprint to
-  stay in L1.
 * **occupancy** (GPU, :func:`gpu_blocks_per_sm`): resident blocks per SM from
   threads, registers and shared memory, deciding the concurrent units.
 * **warm last-level cache** (:func:`warm_in_last_cache`): tuners time a
@@ -68,8 +64,6 @@ No TVM object enters this module: inputs are a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
-from math import gcd
 
 from ..hardware import HardwareSpec
 from .indexing import CALL_OPS
@@ -222,7 +216,7 @@ def padded_work_ratio(work_points: float, useful_points: float) -> float:
 
 
 def cache_traffic_bytes(footprints: list[float], trips: list[float], capacity_bytes: float,
-                        first_level: int = 0, needs: list[float] | None = None) -> float:
+                        first_level: int = 0) -> float:
     """Bytes a cache of ``capacity_bytes`` fetches from the next level.
 
     ``footprints[k]`` is the bytes one whole execution of loop ``k`` (all its
@@ -233,72 +227,16 @@ def cache_traffic_bytes(footprints: list[float], trips: list[float], capacity_by
     ``k* = min{k >= first_level : footprints[k] <= capacity}`` (the innermost
     level if nothing fits). Crossing the capacity moves ``k*`` inward: the
     cache-capacity cliff. Never less than the compulsory
-    ``footprints[0]`` (every byte at least once). ``needs[k]``, when given,
-    is the capacity level ``k`` needs to stay cached (at least its
-    footprint: :func:`l1_set_footprint`); it decides ``k*`` and the
-    footprints still give the bytes.
+    ``footprints[0]`` (every byte at least once).
     """
     if not footprints:
         return 0.0
-    if needs is None:
-        needs = footprints
     chosen = len(footprints) - 1
     for k in range(first_level, len(footprints)):
-        if needs[k] <= capacity_bytes:
+        if footprints[k] <= capacity_bytes:
             chosen = k
             break
     return max(footprints[0], trips[chosen] * footprints[chosen])
-
-
-@lru_cache(maxsize=65536)
-def l1_sets_covered(layout: tuple, sets: int, line_bytes: int) -> int:
-    """How many of an L1's ``sets`` the cache lines of a footprint map to.
-
-    ``layout`` is ``(run_bytes, ((stride_bytes, count), ...))``
-    (:class:`~tvm_latmodel.model.program.Access`): the footprint is a
-    contiguous run repeated ``count`` times ``stride_bytes`` apart per outer
-    dimension. The buffer is taken to start on a set boundary (TVM aligns
-    allocations to 64 bytes); set of an address = ``address // line mod sets``.
-    """
-    full = (1 << sets) - 1
-    run, outer = layout
-    way = sets * line_bytes
-    starts = 1  # bit s: some run starts in set s
-    for step, count in outer:
-        step %= way
-        if step == 0:
-            continue
-        period = way // gcd(step, way)
-        offsets = {(i * step) // line_bytes % sets for i in range(min(count, period, 4 * sets))}
-        grown = 0
-        for o in offsets:
-            grown |= ((starts << o) | (starts >> (sets - o))) & full
-        starts = grown
-        if starts == full:
-            return sets
-    lines = -(-int(run) // line_bytes)
-    if lines >= sets:
-        return sets
-    covered = 0
-    for j in range(lines):
-        covered |= ((starts << j) | (starts >> (sets - j))) & full
-    return bin(covered).count("1")
-
-
-def l1_set_footprint(footprint_bytes: float, layout: tuple, sets: int, line_bytes: int) -> float:
-    """The L1 capacity a footprint needs, given the sets its lines map to.
-
-    ``footprint * sets / covered`` with ``covered`` = :func:`l1_sets_covered`:
-    what the cache would have to hold if every set were as full as the ones
-    this footprint uses (equal to the footprint when its lines spread over
-    all sets). E.g. a 32 x 16 float tile of a 512-wide row-major matrix:
-    2 KiB in 32 rows 2048 B apart; each row's 64 bytes falls in set 0 or set
-    32, so 2 of 64 sets are used and the tile needs 64 KiB of a 32 KiB,
-    64-set L1: it does not fit, although 2 KiB does.
-    """
-    if not layout or sets <= 0 or footprint_bytes <= 0:
-        return footprint_bytes
-    return footprint_bytes * sets / l1_sets_covered(layout, sets, line_bytes)
 
 
 def roofline_time(flops: float, flop_rate: float, bytes_by_level: dict, bandwidth_by_level: dict) -> tuple[float, float, str]:
@@ -552,12 +490,8 @@ def _region_terms(region: Region, hw: HardwareSpec, warm: bool = False) -> Regio
         glob = [a for a in b.accesses if a.scope in ("global", "")]
         if glob:
             fps = [sum(a.footprint_bytes[k] for a in glob) for k in range(b.depth + 1)]
-            for i, (cap, server, bw) in enumerate(levels):
-                needs = None
-                if i == 1 and not gpu and hw.l1_sets:  # the L1 capacity (level 0 is the registers)
-                    needs = _l1_set_footprints(glob, fps, cap, first, hw)
-                bytes_by_server[server] = (bytes_by_server.get(server, 0.0)
-                                           + cache_traffic_bytes(fps, trips, cap, first, needs) / units)
+            for cap, server, bw in levels:
+                bytes_by_server[server] = bytes_by_server.get(server, 0.0) + cache_traffic_bytes(fps, trips, cap, first) / units
                 bw_by_server[server] = bw
         if gpu:
             sh = [a for a in b.accesses if a.scope.startswith("shared")]
@@ -578,20 +512,6 @@ def _region_terms(region: Region, hw: HardwareSpec, warm: bool = False) -> Regio
         padded_work_ratio=padded_work_ratio(work, useful), flops_per_unit=flops_time_weighted / units,
         bytes_per_unit=bytes_by_server, compute_s=compute_s, memory_s=memory_s, bound=bound,
         unit_s=unit_s, overhead_s=overhead, latency_s=latency, occupancy=occupancy)
-
-
-def _l1_set_footprints(accesses, fps: list, cap: float, first: int, hw: HardwareSpec) -> list:
-    """``fps`` with the levels that matter for the L1 (from ``first`` inwards,
-    up to the first that fits) replaced by their set-aware footprints."""
-    out = list(fps)
-    for k in range(first, len(fps)):
-        if fps[k] > cap:
-            continue  # does not fit either way
-        out[k] = sum(l1_set_footprint(a.footprint_bytes[k], a.layouts[k] if a.layouts else (), hw.l1_sets,
-                                      hw.cache_line_bytes) for a in accesses)
-        if out[k] <= cap:
-            break  # cache_traffic_bytes stops at the outermost level that fits
-    return out
 
 
 def _infeasible(region: Region, occupancy: dict, hw: HardwareSpec) -> RegionTerms:

@@ -65,13 +65,6 @@ class Access:
     ``footprint_bytes[k]`` is what one whole execution of loop ``k``
     (0 = outermost; all its iterations, outer loops fixed) touches;
     ``footprint_bytes[depth]`` is one point.
-
-    ``layouts[k]`` is where that footprint lies in the buffer's row-major
-    layout: ``(run_bytes, ((stride_bytes, count), ...))``, a contiguous run
-    (the innermost dimension's span, grown by the dimensions it fills) and
-    the outer dimensions the box spans, each repeating the run ``count``
-    times ``stride_bytes`` apart (what :func:`modes.l1_set_footprint` maps
-    onto cache sets). Empty when not computed.
     """
 
     buffer: str
@@ -80,7 +73,6 @@ class Access:
     is_write: bool
     buffer_bytes: float
     footprint_bytes: tuple[float, ...]
-    layouts: tuple[tuple, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -434,7 +426,7 @@ class _Walker:
             if var_ids[j] not in reduce_vars:
                 break
             chain *= loops[j].extent
-        for name, scope, bits, is_write, nbytes, dims, shape, strides, mentions in compiled:
+        for name, scope, bits, is_write, nbytes, dims, shape, _, mentions in compiled:
             # Levels from innermost (all loops fixed) outwards: level k frees
             # loop k's variable, so only the dimensions that mention it change.
             width = max(1, bits // 8)
@@ -445,7 +437,6 @@ class _Walker:
             ranges = [(0, 0)] * n_vars
             ivs = [_interval(node, ranges) for node, _ in dims]
             fps = [0.0] * (depth + 1)
-            lays = [()] * (depth + 1)
             changed = True
             for k in range(depth, -1, -1):
                 if k < depth:
@@ -458,18 +449,13 @@ class _Walker:
                             changed = True
                 if not changed:
                     fps[k] = fps[k + 1]
-                    lays[k] = lays[k + 1]
                     continue
                 elems = 1.0
-                spans = []
                 for iv, (_, ext), size in zip(ivs, dims, shape):
-                    span = max(1, size if iv is None else min(size, iv[1] - iv[0] + (ext or 1)))
-                    spans.append(span)
-                    elems *= span
+                    span = size if iv is None else min(size, iv[1] - iv[0] + (ext or 1))
+                    elems *= max(1, span)
                 fps[k] = elems * width
-                if not self.gpu and spans:
-                    lays[k] = _layout(spans, strides, width)
-            accesses.append(Access(name, scope, bits, is_write, nbytes, tuple(fps), tuple(lays)))
+            accesses.append(Access(name, scope, bits, is_write, nbytes, tuple(fps)))
         region = self.region_stack[-1] if self.region_stack else -1
         if region >= 0 and self.gpu:
             for a in accesses:
@@ -508,25 +494,6 @@ class _Walker:
             blocks[i] = dataclasses.replace(
                 b, auto_vector_extent=_auto_vector(b.loops, var_ids, reduce_vars, b.reduce_level, compiled, n_vars))
         self.blocks = blocks
-
-
-def _layout(spans: list, strides: list, width: int) -> tuple:
-    """A footprint box in its buffer's row-major layout (see :class:`Access`):
-    a contiguous run, grown outwards through the dimensions whose stride does
-    not leave a gap after it, then ``(stride_bytes, count)`` per outer
-    dimension the box spans."""
-    run = spans[-1] * width
-    outer = []
-    for d in range(len(spans) - 2, -1, -1):
-        n = spans[d]
-        if n == 1:
-            continue
-        step = strides[d] * width
-        if not outer and step <= run:
-            run += step * (n - 1)
-        else:
-            outer.append((step, n))
-    return (run, tuple(outer))
 
 
 def _has_block(stmt) -> bool:
