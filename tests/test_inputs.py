@@ -966,3 +966,45 @@ def test_write_json_never_leaves_half_a_file(tmp_path):
         write_json(path, {"a": object()})
     assert load_json(path) == {"a": [1, 2]}
     assert sorted(p.name for p in path.parent.iterdir()) == ["results.json"]
+
+
+def test_export_remeasured_writes_the_new_times_and_refuses_a_changed_log(tmp_path):
+    """``export_remeasured.py`` turns re-measured passes into a database of the
+    re-measuring machine: same traces in the same order, latency the mean of
+    the passes, a record failed in a pass failed; a log that changed since it
+    was re-measured, or too few passes, is refused with the log's path."""
+    ex = _load_script("export_remeasured")
+    from tvm_latmodel.replay.logs import RECORD_FILE, WORKLOAD_FILE, load_tasks
+
+    src = Path(ROOT) / "tuning_logs" / "cpu-znver4" / "C1D_3"
+    log_dir = tmp_path / "logs" / "cpu-znver4" / "C1D_3"
+    log_dir.mkdir(parents=True)
+    (log_dir / WORKLOAD_FILE).write_bytes((src / WORKLOAD_FILE).read_bytes())
+    lines = (src / RECORD_FILE).read_text().splitlines()[:4]
+    failed = json.loads(lines[1])
+    failed[1][1] = [1e10]
+    lines[1] = json.dumps(failed)
+    (log_dir / RECORD_FILE).write_text("\n".join(lines) + "\n")
+    with pytest.warns(UserWarning, match="line 2"):
+        (task,) = load_tasks(log_dir)
+    assert [r.index for r in task.records] == [0, 2, 3]
+    machine = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2, "keys": ["cpu"], "tag": ""}
+    log = {"logged_s": [r.latency_s for r in task.records],
+           "passes": [[1e-3, 2e-3, 3e-3], [3e-3, float("nan"), 5e-3]]}
+    out = tmp_path / "out"
+    s = ex.export_log(str(log_dir), log, machine, str(out / "C1D_3"), 2)
+    assert (s["lines"], s["valid"], s["failed_here"]) == (4, 2, 1)
+    with pytest.warns(UserWarning):
+        (new,) = load_tasks(out / "C1D_3")
+    assert [r.index for r in new.records] == [0, 3]
+    assert np.allclose(new.latencies_s, [2e-3, 4e-3])
+    assert new.target.attrs["mcpu"] == "znver4" and new.failed_indices == [1, 2]
+    assert str(new.records[1].trace) == str(task.records[2].trace)
+    assert (out / "C1D_3" / WORKLOAD_FILE).read_bytes() == (src / WORKLOAD_FILE).read_bytes()
+
+    with pytest.raises(ValueError, match="1 re-measured pass"):
+        ex.export_log(str(log_dir), dict(log, passes=log["passes"][:1]), machine, str(out / "x"), 2)
+    with pytest.raises(ValueError, match=r"C1D_3: line 1 logged .* the log changed"):
+        ex.export_log(str(log_dir), dict(log, logged_s=[9.0] + log["logged_s"][1:]), machine, str(out / "x"), 2)
+    with pytest.raises(ValueError, match="the log changed"):
+        ex.export_log(str(log_dir), dict(log, logged_s=log["logged_s"][:2]), machine, str(out / "x"), 2)
