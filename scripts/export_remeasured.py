@@ -41,6 +41,7 @@ FAILED = 1e10  # MetaSchedule's run_secs for a failed build or run
 
 def export_log(source: str, log: dict, machine: dict, out_dir: str, min_passes: int) -> dict:
     """Write one log's re-measured database to ``out_dir``; return a summary."""
+    from tvm_latmodel.fileformat import write_text
     from tvm_latmodel.replay.logs import RECORD_FILE, WORKLOAD_FILE, load_tasks
 
     passes = log.get("passes") or []
@@ -63,7 +64,6 @@ def export_log(source: str, log: dict, machine: dict, out_dir: str, min_passes: 
     by_line = {r.index: i for i, r in enumerate(task.records)}
     with open(os.path.join(source, RECORD_FILE), encoding="utf-8") as f:
         lines = f.read().splitlines()
-    os.makedirs(out_dir, exist_ok=True)
     written = failed_here = 0
     out_lines = []
     for n, text in enumerate(lines):
@@ -86,14 +86,9 @@ def export_log(source: str, log: dict, machine: dict, out_dir: str, min_passes: 
         entry[1][2] = machine
         out_lines.append(json.dumps(entry, separators=(",", ":")))
         written += 1
-    tmp = os.path.join(out_dir, RECORD_FILE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("\n".join(out_lines) + "\n")
-    os.replace(tmp, os.path.join(out_dir, RECORD_FILE))
-    with open(os.path.join(source, WORKLOAD_FILE), "rb") as f:
-        workload = f.read()
-    with open(os.path.join(out_dir, WORKLOAD_FILE), "wb") as f:
-        f.write(workload)
+    write_text(os.path.join(out_dir, RECORD_FILE), "\n".join(out_lines) + "\n")
+    with open(os.path.join(source, WORKLOAD_FILE), encoding="utf-8", newline="") as f:
+        write_text(os.path.join(out_dir, WORKLOAD_FILE), f.read())
     return {"source": source, "lines": written, "valid": len(task.records) - failed_here,
             "failed_here": failed_here, "passes": len(passes)}
 

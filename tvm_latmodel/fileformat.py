@@ -340,13 +340,14 @@ def read_versioned_json(path: str, fmt: str, version: int, what: str,
     return meta
 
 
-def write_json(path: str | os.PathLike, data: Any, indent: int | None = None) -> None:
-    """Write ``data`` as JSON to ``path`` without ever leaving half a file.
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` as it is (UTF-8, no newline translation),
+    without ever leaving half a file.
 
     It goes to ``path.tmp`` first and is renamed over ``path`` once complete,
     so a run stopped mid-write keeps the previous ``path``; the folder is made
-    if needed. If ``data`` cannot be written, the temporary file is removed
-    and the error raised.
+    if needed. If the write fails, the temporary file is removed and the
+    error raised.
     """
     path = str(path)
     folder = os.path.dirname(path)
@@ -354,10 +355,17 @@ def write_json(path: str | os.PathLike, data: Any, indent: int | None = None) ->
         os.makedirs(folder, exist_ok=True)
     tmp = path + ".tmp"
     try:
-        with open(tmp, "w") as fh:
-            json.dump(data, fh, indent=indent)
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
     os.replace(tmp, path)
+
+
+def write_json(path: str | os.PathLike, data: Any, indent: int | None = None) -> None:
+    """Write ``data`` as JSON to ``path`` with :func:`write_text` (never half a
+    file; data that cannot be serialised leaves ``path`` and its folder's
+    files as they were)."""
+    write_text(path, json.dumps(data, indent=indent))
