@@ -20,7 +20,6 @@ default) asks for vector code that is fast: packed arithmetic, no scalar
 arithmetic, and fewer ``vinsertps`` than packed instructions.
 """
 import argparse
-import json
 import os
 import re
 import sys
@@ -47,7 +46,7 @@ def vector_code(counts: dict, truth: str = "clean") -> bool:
 
 
 def main() -> None:
-    from tvm_latmodel.fileformat import write_json
+    from tvm_latmodel.fileformat import load_json, write_json
     from tvm_latmodel.model.program import summarize
     from tvm_latmodel.replay.logs import load_tasks
 
@@ -60,7 +59,10 @@ def main() -> None:
     ap.add_argument("--list", action="store_true", help="print every disagreement")
     args = ap.parse_args()
     cache_path = args.cache
-    cache = json.load(open(cache_path)) if os.path.exists(cache_path) else {}
+    try:
+        cache = load_json(cache_path, "assembly-count cache") if os.path.exists(cache_path) else {}
+    except ValueError as err:
+        sys.exit(f"error: {err}; move it aside to start over")
     per_log, tag, logs = args.per_log, args.tag, args.logs
     rows = []
     for path in logs:
