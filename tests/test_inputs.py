@@ -1008,3 +1008,23 @@ def test_export_remeasured_writes_the_new_times_and_refuses_a_changed_log(tmp_pa
         ex.export_log(str(log_dir), dict(log, logged_s=[9.0] + log["logged_s"][1:]), machine, str(out / "x"), 2)
     with pytest.raises(ValueError, match="the log changed"):
         ex.export_log(str(log_dir), dict(log, logged_s=log["logged_s"][:2]), machine, str(out / "x"), 2)
+
+
+def test_export_remeasured_refuses_a_corrupt_or_foreign_file(tmp_path, monkeypatch):
+    """A truncated re-measurement JSON, or one without ``machine``/``logs``,
+    stops ``export_remeasured.py`` with a message naming the file; nothing is
+    written."""
+    import sys
+
+    ex = _load_script("export_remeasured")
+    out = tmp_path / "out"
+    for content, expect in (('{"machine": "x", "logs": {', "not JSON"),
+                            ('{"rows": {}}', "not remeasure_logs.py output"),
+                            ('{"machine": "{\\"kind\\": \\"nope\\"}", "logs": {}}', "is not a TVM target")):
+        bad = tmp_path / "bad.json"
+        bad.write_text(content)
+        monkeypatch.setattr(sys, "argv", ["export_remeasured.py", str(bad), "--out", str(out)])
+        with pytest.raises(SystemExit) as exc:
+            ex.main()
+        assert str(bad) in str(exc.value) and expect in str(exc.value)
+        assert not out.exists()
