@@ -45,6 +45,7 @@ def family_of(task_name: str) -> str:
 def featurise(paths, cache_dir: str) -> dict[str, dict]:
     """Per task: {"psf": (n,164), "terms": (n,k), "term_names", "log_a", "log_m", "bound"}."""
     from tvm_latmodel.model.cost_model import HybridCostModel
+    from tvm_latmodel.model.features import per_store_sums
     from tvm_latmodel.replay import find_databases, load_database
     from tvm_latmodel.sampling import make_context
 
@@ -59,7 +60,7 @@ def featurise(paths, cache_dir: str) -> dict[str, dict]:
         n_lines = sum(1 for line in open(db / "database_tuning_record.json") if line.strip())
         if os.path.exists(f):
             z = np.load(f, allow_pickle=False)
-            if int(z["n_lines"]) == n_lines:
+            if int(z["n_lines"]) == n_lines and "canonical" in z.files:  # older caches: raw per-store rows
                 out[name] = {k: z[k] for k in z.files}
                 continue
         t0 = time.time()
@@ -68,14 +69,13 @@ def featurise(paths, cache_dir: str) -> dict[str, dict]:
         ctx = make_context(task.mod, task.target)
         cands = task.candidates()
         ests = model._analytical(ctx, cands)
-        psf = np.array([f.sum(axis=0) if f.size else np.zeros(164)
-                        for f in model._extractor_for().features(ctx, cands)])
+        psf = per_store_sums(model._extractor_for().features(ctx, cands))
         names = sorted(ests[0].terms())
         terms = np.array([[e.terms()[k] for k in names] for e in ests], dtype=np.float64)
         d = {"psf": psf, "terms": terms, "term_names": np.array(names),
              "log_a": np.log(np.maximum([e.latency_s for e in ests], 1e-12)),
              "log_m": np.log(task.latencies_s), "bound": np.array([e.roofline_bound_s for e in ests]),
-             "n_lines": np.array(n_lines)}
+             "n_lines": np.array(n_lines), "canonical": np.array(1)}
         np.savez_compressed(f, **d)
         out[name] = d
         print(f"[features] {name}: {len(cands)} records, {time.time() - t0:.0f}s", file=sys.stderr, flush=True)

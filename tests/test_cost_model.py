@@ -369,3 +369,37 @@ def test_residual_predict_is_the_booster_margin(objective):
     ref = m.booster_.predict(xgb.DMatrix(X), output_margin=True).astype(np.float64)
     np.testing.assert_array_equal(m.predict(X), -ref if objective.startswith("rank:") else ref)
     assert m.predict(X[:0]).shape == (0,)
+
+
+def test_canonical_rows_order_tied_buffer_slots_by_content():
+    """TVM sorts the five group-2 buffer slots by lines, bytes, then name with
+    an unstable sort: two same-named buffers that tie come out in either
+    order. The hybrid orders such ties by the slots' values."""
+    from tvm_latmodel.model.features import canonical_rows, per_store_sums
+
+    def slot(kind, bytes_, lines, unique):
+        s = np.zeros(18)
+        s[kind] = 1.0  # access type one-hot: read, write, read-write
+        s[3], s[4], s[5] = bytes_, unique, lines
+        return s
+
+    a = slot(0, 20.0, 14.0, 10.0)  # read, fewer unique bytes
+    b = slot(0, 20.0, 14.0, 16.0)  # read, ties with a on lines and bytes
+    c = slot(1, 22.0, 15.0, 12.0)  # the write: more lines, sorted first by TVM
+    head = np.arange(57, dtype=float)
+    tail = np.ones(164 - 57 - 90)
+
+    def row(*slots):
+        slots = list(slots) + [np.zeros(18)] * (5 - len(slots))
+        return np.concatenate([head, *slots, tail])
+
+    one, other = np.array([row(c, a, b)]), np.array([row(c, b, a)])
+    expected = row(c, b, a)  # the tie ordered by content, descending: b's unique bytes 16 > 10
+    np.testing.assert_array_equal(canonical_rows(one)[0], expected)
+    np.testing.assert_array_equal(canonical_rows(other)[0], expected)
+    assert canonical_rows(one) is not one and one[0, 57 + 18 + 4] == 10.0  # input left alone
+    untied = np.array([row(c, a)])
+    assert canonical_rows(untied) is untied  # no tie: nothing copied
+    sums = per_store_sums([one, other, np.zeros((0, 164))])
+    np.testing.assert_array_equal(sums[0], sums[1])
+    np.testing.assert_array_equal(sums[2], np.zeros(164))

@@ -37,7 +37,8 @@ from .. import __version__
 from ..fileformat import ListOf, MapOf, read_versioned_json
 from ..hardware import HardwareSpec
 from ..latency import valid_latency
-from .features import PER_STORE_FEATURE_COLUMNS, CachedPerStoreFeature, LRUCache, candidate_keys, shared_extractor
+from .features import (PER_STORE_FEATURE_COLUMNS, CachedPerStoreFeature, LRUCache, candidate_keys, per_store_sums,
+                       shared_extractor)
 from .modes import estimate
 from .program import summarize
 from .residual import DEFAULT_OBJECTIVE, ResidualModel
@@ -238,8 +239,7 @@ class HybridCostModel(ms.cost_model.PyCostModel):
             feats = self._extractor_for().features(self._feature_context_for(context), candidates)
         bound = self._bound(context, ests)
         rows = []
-        for arr, e in zip(feats, ests):
-            agg = arr.sum(axis=0) if arr.size else np.zeros(PER_STORE_FEATURE_COLUMNS)
+        for agg, e in zip(per_store_sums(feats), ests):
             rows.append(np.concatenate([agg, analytical_features(e.terms(), bound)]))
         return np.asarray(rows, dtype=np.float32)
 

@@ -29,6 +29,59 @@ from tvm.s_tir import meta_schedule as ms
 #: Columns of one per-store feature row (``PerStoreFeature`` defaults).
 PER_STORE_FEATURE_COLUMNS = 164
 
+# Layout of a row (per_store_feature.cc, TVM 0.27): group 1 (57 arithmetic
+# columns), then group 2: 5 buffer slots of 18 columns, sorted by lines,
+# then bytes (descending), then buffer name; ``bytes`` and ``lines`` are the
+# slot's columns 3 and 5.
+_GROUP2_START, _SLOT_COLUMNS, _SLOTS = 57, 18, 5
+_SLOT_BYTES, _SLOT_LINES = 3, 5
+
+
+def canonical_rows(rows: np.ndarray) -> np.ndarray:
+    """``rows`` (per-store features of one candidate) with every run of
+    group-2 buffer slots that tie on lines and bytes ordered by content.
+
+    TVM breaks such ties by buffer name with a ``std::sort`` that is not
+    stable, so two buffers of the same name (e.g. a depthwise conv's padded
+    input and its cache) come out in either order from one extraction to
+    the next (seen on 15 of 4,248 logged records, all DEP and MBV2). Their
+    order is then fixed by the slots' values (descending), so equal
+    candidates get equal rows. Rows without such a tie are returned as they
+    are (the same array when no row has one).
+    """
+    if rows.ndim != 2 or rows.shape[1] != PER_STORE_FEATURE_COLUMNS or len(rows) == 0:
+        return rows
+    end = _GROUP2_START + _SLOT_COLUMNS * _SLOTS
+    slots = rows[:, _GROUP2_START:end].reshape(len(rows), _SLOTS, _SLOT_COLUMNS)
+    ties = ((slots[:, 1:, _SLOT_LINES] == slots[:, :-1, _SLOT_LINES])
+            & (slots[:, 1:, _SLOT_BYTES] == slots[:, :-1, _SLOT_BYTES])
+            & (slots[:, 1:] != slots[:, :-1]).any(axis=2))
+    todo = np.flatnonzero(ties.any(axis=1))
+    if len(todo) == 0:
+        return rows
+    rows = rows.copy()
+    for r in todo:
+        s = [tuple(x) for x in slots[r]]
+        i = 0
+        while i < _SLOTS:
+            j = i + 1
+            while j < _SLOTS and s[j][_SLOT_LINES] == s[i][_SLOT_LINES] and s[j][_SLOT_BYTES] == s[i][_SLOT_BYTES]:
+                j += 1
+            s[i:j] = sorted(s[i:j], reverse=True)
+            i = j
+        rows[r, _GROUP2_START:end] = np.asarray(s, dtype=rows.dtype).reshape(-1)
+    return rows
+
+
+def per_store_sums(arrays) -> np.ndarray:
+    """What the hybrid's residual reads of TVM's features: each candidate's
+    :func:`canonical_rows` summed over its stores, shape ``(n, 164)``."""
+    out = np.zeros((len(arrays), PER_STORE_FEATURE_COLUMNS))
+    for i, arr in enumerate(arrays):
+        if arr.size:
+            out[i] = canonical_rows(arr).sum(axis=0)
+    return out
+
 
 class LRUCache:
     """A bounded mapping that forgets the least recently used entries first
