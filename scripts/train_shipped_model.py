@@ -16,9 +16,13 @@ idle Zen 4 (``tuning_logs/remeasured-znver4``, made by
 ``scripts/export_remeasured.py``; the logged Zen 3 times are noisy by
 record), on that machine:
 
-    python scripts/train_shipped_model.py --hold-out XFM \
+    python scripts/train_shipped_model.py \
         tuning_logs/remeasured-znver4/{C1D_0,C2D_1,C3D_1,GMM_1,GRP_0,DIL_1,DEP_0,T2D_3,CAP_2,NRM_3} \
-        tuning_logs/remeasured-znver4/{SFM_3,CBR_2,TBG_0,C1D_1,C1D_2,MBV2_0,MBV2_1,MBV2_2,MBV2_3,MBV2_4}
+        tuning_logs/remeasured-znver4/{SFM_3,CBR_2,TBG_0,C1D_1,C1D_2,MBV2_0,MBV2_1,MBV2_2,MBV2_3,MBV2_4} \
+        --hold-out XFM
+
+(``--hold-out`` takes any number of families: given before the logs, it
+would take them too.)
 
 Two fits on the same data differ (TVM's per-store features vary on a few
 candidates between runs): three fits scored 0.733-0.761 in zero-shot top-1

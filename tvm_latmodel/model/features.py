@@ -60,16 +60,20 @@ def canonical_rows(rows: np.ndarray) -> np.ndarray:
     if len(todo) == 0:
         return rows
     rows = rows.copy()
-    for r in todo:
-        s = [tuple(x) for x in slots[r]]
-        i = 0
-        while i < _SLOTS:
-            j = i + 1
-            while j < _SLOTS and s[j][_SLOT_LINES] == s[i][_SLOT_LINES] and s[j][_SLOT_BYTES] == s[i][_SLOT_BYTES]:
-                j += 1
-            s[i:j] = sorted(s[i:j], reverse=True)
-            i = j
-        rows[r, _GROUP2_START:end] = np.asarray(s, dtype=rows.dtype).reshape(-1)
+    sub = slots[todo].copy()
+    # Bubble sort of each tied run, descending by content, all rows at once
+    # (a run never crosses a key change, so swaps keep the runs).
+    for _ in range(_SLOTS - 1):
+        for k in range(_SLOTS - 1):
+            a, b = sub[:, k], sub[:, k + 1]
+            tie = (a[:, _SLOT_LINES] == b[:, _SLOT_LINES]) & (a[:, _SLOT_BYTES] == b[:, _SLOT_BYTES])
+            differ = a != b
+            first = differ.argmax(axis=1)
+            idx = np.arange(len(sub))
+            swap = tie & differ.any(axis=1) & (a[idx, first] < b[idx, first])
+            if swap.any():
+                sub[swap, k], sub[swap, k + 1] = b[swap].copy(), a[swap].copy()
+    rows[todo, _GROUP2_START:end] = sub.reshape(len(todo), -1)
     return rows
 
 
@@ -77,9 +81,13 @@ def per_store_sums(arrays) -> np.ndarray:
     """What the hybrid's residual reads of TVM's features: each candidate's
     :func:`canonical_rows` summed over its stores, shape ``(n, 164)``."""
     out = np.zeros((len(arrays), PER_STORE_FEATURE_COLUMNS))
-    for i, arr in enumerate(arrays):
-        if arr.size:
-            out[i] = canonical_rows(arr).sum(axis=0)
+    kept = [i for i, arr in enumerate(arrays) if arr.size]
+    if not kept:
+        return out
+    # One pass over every row of every candidate (a predict has thousands).
+    rows = canonical_rows(np.concatenate([arrays[i] for i in kept]))
+    starts = np.cumsum([0] + [len(arrays[i]) for i in kept[:-1]])
+    out[kept] = np.add.reduceat(rows, starts, axis=0)
     return out
 
 
