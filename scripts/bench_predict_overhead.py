@@ -46,8 +46,9 @@ Per workload:
    machine whose cores are busy with other work, wall time follows CPU time.
 
 The JSON counts the candidates whose hybrid score differed between cold
-repeats (TVM's PerStoreFeature is not deterministic on a few candidates of
-some workloads, e.g. DEP:0; the analytical model is).
+repeats (0 since stop 19: TVM's PerStoreFeature orders two tied buffers
+either way on a few candidates of some workloads, e.g. DEP:0, and the
+hybrid puts them in a canonical order).
 """
 
 from __future__ import annotations
@@ -203,8 +204,8 @@ def bench_workload(name: str, n: int, shots: int, repeats: int, seed: int, searc
         if ref is None:
             ref = scores
         else:
-            # TVM's PerStoreFeature is not deterministic on a few candidates
-            # of some workloads (DEP:0), so re-extracted scores may move.
+            # Must stay 0: the hybrid puts PerStoreFeature's tied buffer
+            # slots (DEP:0) in a canonical order.
             changed = max(changed, int(np.sum(ref != scores)))
         cold_x.append(timed(lambda: xgb.predict(ctx, cands))[0])
         warm_h.append(timed(lambda: hybrid.predict(ctx, cands))[0])

@@ -24,9 +24,11 @@ record), on that machine:
 (``--hold-out`` takes any number of families: given before the logs, it
 would take them too.)
 
-Two fits on the same data differ (TVM's per-store features vary on a few
-candidates between runs): three fits scored 0.733-0.761 in zero-shot top-1
-on the other 34 logs (BENCHMARKS.md, stop 18).
+The fit is repeatable: the same logs on the same machine give the same
+file, byte for byte (stop 19: TVM's per-store rows are put in a canonical
+order first, ``features.canonical_rows``; before that, three fits scored
+0.733-0.761 in zero-shot top-1 on the other 34 logs). The hardware spec in
+the file, and so the analytical inputs, are the training machine's.
 """
 
 from __future__ import annotations
