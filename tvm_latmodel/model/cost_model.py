@@ -14,9 +14,9 @@ faster, comparable across calls because the bound is fixed per workload).
 * Failed builds or runs (an error, no ``run_secs``, MetaSchedule's ``1e10``
   sentinel, a non-finite or non-positive time) are never fitted; they are
   counted in ``failed_count_``.
-* A pretrained residual (``tvm-latmodel train``) starts the model; its
-  correction is damped by ``pretrained_weight`` and the task's own residual
-  learns what it gets wrong.
+* A pretrained residual (``tvm-latmodel train``, or the shipped one)
+  starts the model; its correction is weighted by ``pretrained_weight`` and
+  the task's own residual learns what it gets wrong.
 * If anything in the model raises during tuning, ``predict`` falls back to
   the analytical score, then to seeded random scores, with one warning each;
   ``update`` logs and skips. Tuning never crashes because of the model.
@@ -107,14 +107,18 @@ class HybridCostModel(ms.cost_model.PyCostModel):
     evidence_half : float
         Measurements at which the residual's weight reaches one half.
     pretrained_weight : float
-        Damping of a pretrained residual on a task it was not trained on.
+        Weight of a residual fitted on other tasks (the shipped one, or other
+        tasks' measurements) on a task it was not trained on. 1.0 (no
+        damping) is a fitted value: leave-one-family-out on the 54 CPU logs'
+        re-measured times chose it over 0.5 and 0.75
+        (``benchmarks/modes/PROTOCOL_stop19.md`` part 4).
     seed : int
         Seed of the fallback random scores and of XGBoost.
     """
 
     def __init__(self, *, target=None, hardware=None, pretrained: str | None = SHIPPED, residual: bool = True,
                  objective: str = DEFAULT_OBJECTIVE, min_samples: int = 8, refit_growth: float = 0.25,
-                 evidence_half: float = 16.0, pretrained_weight: float = 0.5, seed: int = 0):
+                 evidence_half: float = 16.0, pretrained_weight: float = 1.0, seed: int = 0):
         super().__init__()
         self.target = target
         self.hardware = hardware
