@@ -403,3 +403,25 @@ def test_canonical_rows_order_tied_buffer_slots_by_content():
     sums = per_store_sums([one, other, np.zeros((0, 164))])
     np.testing.assert_array_equal(sums[0], sums[1])
     np.testing.assert_array_equal(sums[2], np.zeros(164))
+
+
+def test_the_residual_sees_the_same_rows_in_every_extraction():
+    """On DEP_0's logged records TVM's PerStoreFeature swaps two tied buffer
+    slots from one extraction to the next (3-4 of 128 records per run); the
+    sums the residual reads must not move."""
+    import os
+
+    from tvm_latmodel.model.features import per_store_sums
+    from tvm_latmodel.replay.logs import load_database
+
+    log = os.path.join(os.path.dirname(__file__), "..", "tuning_logs", "cpu", "DEP_0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (task,) = load_database(log)
+    ctx = ms.TuneContext(mod=task.mod, target=task.target, num_threads=1)
+    extractor = ms.feature_extractor.PerStoreFeature()
+    runs = [[a.numpy() for a in extractor.extract_from(ctx, task.candidates())] for _ in range(4)]
+    sums = [per_store_sums(r) for r in runs]
+    for s in sums[1:]:
+        np.testing.assert_array_equal(s, sums[0])
+    assert sums[0].shape == (len(task.candidates()), 164) and np.abs(sums[0]).sum() > 0
