@@ -47,9 +47,17 @@ MODELS = ("analytical", "hybrid", "xgb", "xgb-nowarmup", "random")
 KEYS = ("spearman", "pairwise_accuracy", "top1_score", "top5_score", "trials_to_5pct")
 
 
-def _setting_name(shots: int, transfer: bool, n_tasks: int) -> str:
-    # Transfer results depend on the pool of other tasks: key them by its size.
-    return f"s{shots}" + (f"-transfer{n_tasks}" if transfer else "")
+def _setting_name(shots: int, transfer: bool, n_tasks: int, scope: str = "task") -> str:
+    # Transfer results depend on the pool of other tasks: key them by its size
+    # (and by what is left out of it).
+    if not transfer:
+        return f"s{shots}"
+    return f"s{shots}-transfer{n_tasks}" + ("" if scope == "task" else f"-without-{scope}")
+
+
+def family_of(task_name: str) -> str:
+    """A task's family: its log's name up to the first ``_`` (``C2D_1`` -> ``C2D``)."""
+    return task_name.split("/")[-1].split("_")[0]
 
 
 def code_key() -> str:
@@ -73,11 +81,13 @@ def code_key() -> str:
 _TASKS: list = []
 _EXTRACTOR = None
 _PRETRAINED = None  # None, or "shipped" (hybrid starts from the shipped residual)
+_SCOPE = "task"  # what transfer leaves out: the task, or its whole family
 
 
-def _init_worker(logs: list[str], pretrained: str | None = None) -> None:
-    global _TASKS, _EXTRACTOR, _PRETRAINED
+def _init_worker(logs: list[str], pretrained: str | None = None, scope: str = "task") -> None:
+    global _TASKS, _EXTRACTOR, _PRETRAINED, _SCOPE
     _PRETRAINED = pretrained
+    _SCOPE = scope
     warnings.simplefilter("ignore")
     from tvm_latmodel.model.features import shared_extractor
     from tvm_latmodel.replay import load_tasks
@@ -97,6 +107,9 @@ def run_one(tasks, task, model: str, shots: int, transfer: bool, seed: int) -> d
         return {"model": model, "shots": shots, "transfer": transfer, "task": task.name, "seed": seed,
                 "skipped": f"{len(task.records)} valid records, too few to hold out two after {shots} shots"}
     t0 = time.time()
+    if transfer and _SCOPE == "family":
+        # Leave the task's whole family out of the transfer pool.
+        tasks = [t for t in tasks if t is task or family_of(t.name) != family_of(task.name)]
     rep = ev.evaluate(tasks, lambda t: make_model(model, seed=seed, target=t.target, pretrained=_PRETRAINED,
                                                   extractor=_EXTRACTOR),
                       model_name=model, only=[task.name])
@@ -162,14 +175,16 @@ def seed_spread(results: dict, model: str, shots: int, transfer: bool, task_name
             for k in KEYS}
 
 
-def write_tables(out: str, settings, models, results: dict, task_names: list[str], seeds) -> str:
+def write_tables(out: str, settings, models, results: dict, task_names: list[str], seeds,
+                 scope: str = "task") -> str:
     lines = [f"Mean over the tasks scored at each setting (of {len(task_names)}); "
              "with several seeds: mean over seeds (min–max).\n",
              "| setting | model | tasks | " + " | ".join(KEYS) + " |", "|---|---|---|" + "---|" * len(KEYS)]
     skipped_notes = []
     for shots, transfer in settings:
         scored = scored_tasks(results, shots, transfer, task_names, seeds, models)
-        label = f"{shots} shots" + (" + transfer" if transfer else "")
+        label = f"{shots} shots" + ((" + transfer" + ("" if scope == "task" else f" (without the {scope})"))
+                                    if transfer else "")
         if len(scored) < len(task_names):
             missing = [t for t in task_names if t not in scored]
             skipped_notes.append(f"{label}: not scored on {', '.join(missing)} (too few records to hold out two).")
@@ -286,6 +301,9 @@ def main() -> int:
     ap.add_argument("--pretrained", choices=("none", "shipped"), default="none",
                     help="hybrid's residual to start from: none (default; the shipped one was trained on the "
                          "development logs) or shipped (for logs it was not trained on: held-out checks)")
+    ap.add_argument("--transfer-scope", choices=("task", "family"), default="task",
+                    help="what transfer leaves out of the other tasks' records: the scored task only "
+                         "(leave one task out, default) or its whole family (leave one family out)")
     ap.add_argument("--cache-key", default=None,
                     help="reuse the results of this code key (knowingly: after a change that cannot "
                          "affect them); default: the hash of the current code")
@@ -312,7 +330,8 @@ def main() -> int:
         for task in names:
             for shots, transfer in settings:
                 for model in models:
-                    path = os.path.join(cache, f"{model}-{_setting_name(shots, transfer, len(names))}-seed{seed}-{task}.json")
+                    path = os.path.join(cache, f"{model}-{_setting_name(shots, transfer, len(names), args.transfer_scope)}"
+                                                       f"-seed{seed}-{task}.json")
                     r = _read_cached(path)
                     if r is not None:
                         results[(model, shots, transfer, task, seed)] = r
@@ -324,7 +343,7 @@ def main() -> int:
     if todo:
         bar = tqdm(total=n_jobs, desc="replay", unit="result", file=sys.stderr)
         with ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(todo))), initializer=_init_worker,
-                                 initargs=(list(args.logs), pretrained)) as pool:
+                                 initargs=(list(args.logs), pretrained, args.transfer_scope)) as pool:
             futures = {pool.submit(_run_task, unit[1], jobs, cache): unit for unit, jobs in todo.items()}
             for fut in as_completed(futures):
                 for r in fut.result():
@@ -343,7 +362,7 @@ def main() -> int:
         return 1
     if done != list(args.seeds):
         print(f"[offline] tables over the complete seeds only: {done}", file=sys.stderr)
-    print(write_tables(args.out, settings, models, results, names, done))
+    print(write_tables(args.out, settings, models, results, names, done, args.transfer_scope))
     first = {k[:4]: v for k, v in results.items() if k[4] == done[0]}
     write_plots(args.out, settings, models, first, names)
     print(f"[offline] wall time {time.time() - t_start:.0f} s", file=sys.stderr)
