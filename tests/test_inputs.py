@@ -954,6 +954,42 @@ def test_offline_comparison_skips_shots_a_log_cannot_hold(tmp_path):
     assert oc._read_cached(str(tmp_path / "skip.json")) == {"skipped": "too few"}
 
 
+def test_offline_comparison_family_transfer_leaves_the_family_out(monkeypatch):
+    """--transfer-scope family: the transfer pool of C2D_1 holds no C2D task
+    (C2D_1 itself is only scored), leave-one-task-out keeps C2D_0; the two
+    are cached under different setting names."""
+    import tvm_latmodel.replay as replay
+
+    oc = _load_script("offline_comparison")
+    seen = {}
+
+    class _Ev:
+        def __init__(self, **kw):
+            pass
+
+        def scorable(self, task):
+            return True
+
+        def evaluate(self, tasks, factory, model_name, only):
+            seen[oc._SCOPE] = [t.name for t in tasks]
+            raise RuntimeError("stop here")
+
+    class _Task:
+        def __init__(self, name):
+            self.name = name
+
+    tasks = [_Task(n) for n in ("C2D_0", "C2D_1", "GMM_0", "C2DX_0")]
+    monkeypatch.setattr(replay, "ReplayEvaluator", _Ev)
+    for scope in ("task", "family"):
+        monkeypatch.setattr(oc, "_SCOPE", scope)
+        with pytest.raises(RuntimeError, match="stop here"):
+            oc.run_one(tasks, tasks[1], "random", 0, True, 0)
+    assert seen["task"] == ["C2D_0", "C2D_1", "GMM_0", "C2DX_0"]
+    assert seen["family"] == ["C2D_1", "GMM_0", "C2DX_0"]
+    assert oc._setting_name(0, True, 54, "family") != oc._setting_name(0, True, 54, "task")
+    assert oc._setting_name(0, False, 54, "family") == oc._setting_name(0, False, 54)
+
+
 def test_write_json_never_leaves_half_a_file(tmp_path):
     """The resumable scripts save their results with ``write_json``: data that
     cannot be written keeps the previous file whole and leaves no temporary."""
