@@ -192,8 +192,8 @@ def main() -> int:
     ap.add_argument("--objectives", nargs="*",
                     default=["analytical", "reg:squarederror", "reg:headweighted", "rank:pairwise", "rank:ndcg"])
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--pretrained-weight", type=float, default=1.0,
-                    help="weight of the transfer residual (HybridCostModel's pretrained_weight; 0.5 before stop 19)")
+    ap.add_argument("--pretrained-weight", type=float, default=0.5,
+                    help="weight of the transfer residual (HybridCostModel's pretrained_weight)")
     ap.add_argument("--evidence-half", type=float, default=16.0)
     ap.add_argument("--tag", default="study")
     ap.add_argument("--feature-set", choices=FEATURE_SETS, default="psf+terms",
