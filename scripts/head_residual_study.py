@@ -37,10 +37,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 SHOTS = (16, 32, 64)
 
 
-def family_of(task_name: str) -> str:
-    return task_name.split("/")[-1].split("_")[0]
-
-
 # ----------------------------------------------------------------- featurising
 def featurise(paths, cache_dir: str) -> dict[str, dict]:
     """Per task: {"psf": (n,164), "terms": (n,k), "term_names", "log_a", "log_m", "bound"}."""
@@ -124,6 +120,8 @@ def run(data: dict, objectives, families, seeds: int, pretrained_weight: float, 
     """Rows of metrics per (objective, held-out family, task, shots, seed).
     ``in_sample``: the transfer residual is fitted on every task, the scored
     family's included (the in-sample reference for the held-out numbers)."""
+    from tvm_latmodel.replay import family_of
+
     names = [n for n in data if family_of(n) in families]
     feats = {n: features(data[n], feature_set) for n in names}
     rows = []
@@ -201,6 +199,8 @@ def main() -> int:
     ap.add_argument("--in-sample", action="store_true",
                     help="fit the transfer residual on every task, the scored family's included")
     args = ap.parse_args()
+    from tvm_latmodel.replay import family_of
+
     data = featurise(args.logs, args.cache or os.path.join(args.out, "cache"))
     fams = set(args.families) if args.families else {family_of(n) for n in data}
     rows = run(data, args.objectives, fams, args.seeds, args.pretrained_weight, args.evidence_half,

@@ -55,11 +55,6 @@ def _setting_name(shots: int, transfer: bool, n_tasks: int, scope: str = "task")
     return f"s{shots}-transfer{n_tasks}" + ("" if scope == "task" else f"-without-{scope}")
 
 
-def family_of(task_name: str) -> str:
-    """A task's family: its log's name up to the first ``_`` (``C2D_1`` -> ``C2D``)."""
-    return task_name.split("/")[-1].split("_")[0]
-
-
 def code_key() -> str:
     """Hash of the package's source and of the TVM and XGBoost versions."""
     import tvm
@@ -108,6 +103,7 @@ def run_one(tasks, task, model: str, shots: int, transfer: bool, seed: int) -> d
                 "skipped": f"{len(task.records)} valid records, too few to hold out two after {shots} shots"}
     t0 = time.time()
     if transfer and _SCOPE == "family":
+        from tvm_latmodel.replay import family_of
         # Leave the task's whole family out of the transfer pool.
         tasks = [t for t in tasks if t is task or family_of(t.name) != family_of(task.name)]
     rep = ev.evaluate(tasks, lambda t: make_model(model, seed=seed, target=t.target, pretrained=_PRETRAINED,

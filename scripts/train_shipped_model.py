@@ -52,13 +52,13 @@ def main() -> int:
     args = ap.parse_args()
 
     from tvm_latmodel.model.cost_model import train_on_tasks
-    from tvm_latmodel.replay import find_databases, load_database
+    from tvm_latmodel.replay import family_of, find_databases, load_database
 
     warnings.simplefilter("ignore")
     tasks = []
     for p in args.logs:
         for db in find_databases(p):
-            family = db.name.split("_")[0]
+            family = family_of(db.name)
             n = sum(1 for line in open(db / "database_tuning_record.json") if line.strip())
             if family in args.hold_out or n < args.min_records:
                 print(f"[ship] skip {db.name} ({'held out' if family in args.hold_out else f'{n} records'})",

@@ -63,13 +63,13 @@ def canonical_rows(rows: np.ndarray) -> np.ndarray:
     sub = slots[todo].copy()
     # Bubble sort of each tied run, descending by content, all rows at once
     # (a run never crosses a key change, so swaps keep the runs).
+    idx = np.arange(len(sub))
     for _ in range(_SLOTS - 1):
         for k in range(_SLOTS - 1):
             a, b = sub[:, k], sub[:, k + 1]
             tie = (a[:, _SLOT_LINES] == b[:, _SLOT_LINES]) & (a[:, _SLOT_BYTES] == b[:, _SLOT_BYTES])
             differ = a != b
             first = differ.argmax(axis=1)
-            idx = np.arange(len(sub))
             swap = tie & differ.any(axis=1) & (a[idx, first] < b[idx, first])
             if swap.any():
                 sub[swap, k], sub[swap, k + 1] = b[swap].copy(), a[swap].copy()

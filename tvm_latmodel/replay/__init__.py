@@ -12,14 +12,15 @@
 """
 
 from .evaluate import METRIC_KEYS, ReplayEvaluator, ReplayReport, TaskMetrics, replay
-from .logs import RECORD_FILE, WORKLOAD_FILE, Record, ReplayWarning, Task, find_databases, load_database, load_tasks
+from .logs import (RECORD_FILE, WORKLOAD_FILE, Record, ReplayWarning, Task, family_of, find_databases, load_database,
+                   load_tasks)
 from .metrics import kendall, mape_percent, pairwise_accuracy, rank_order, spearman, top_k_score
 from .report import format_table, plot_report, write_dump
 from .search import SearchResult, simulate_search
 
 __all__ = [
     "METRIC_KEYS", "RECORD_FILE", "WORKLOAD_FILE", "Record", "ReplayEvaluator", "ReplayReport", "ReplayWarning",
-    "SearchResult", "Task", "TaskMetrics", "find_databases", "format_table", "kendall", "load_database",
+    "SearchResult", "Task", "TaskMetrics", "family_of", "find_databases", "format_table", "kendall", "load_database",
     "load_tasks", "mape_percent", "pairwise_accuracy", "plot_report", "rank_order", "replay", "simulate_search",
     "spearman", "top_k_score", "write_dump",
 ]

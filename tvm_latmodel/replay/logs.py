@@ -390,6 +390,13 @@ def _json_text(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def family_of(task_name: str) -> str:
+    """A task's workload family: its log's name up to the first ``_``
+    (``C2D_1`` and ``cpu/C2D_1`` -> ``C2D``), as the offline studies group
+    logs for leave-one-family-out."""
+    return task_name.split("/")[-1].split("_")[0]
+
+
 def find_databases(path: str | os.PathLike) -> list[Path]:
     """Database directories at or under ``path`` (sorted).
 
