@@ -98,7 +98,7 @@ def main() -> int:
 
     from tvm_latmodel.fileformat import load_json, write_json
     from tvm_latmodel.model.program import summarize
-    from tvm_latmodel.replay.logs import load_tasks
+    from tvm_latmodel.replay.logs import family_of, load_tasks
 
     out = {"rows": {}}
     if os.path.exists(args.out):
@@ -140,14 +140,16 @@ def main() -> int:
         scalar = sum(not vector_code(rows[k]) for k in keys)
         return f"{scalar} of {len(keys)} scalar" + (f" ({scalar / len(keys):.0%})" if keys else "")
 
-    for label, pick in (("outside T2D", lambda k: "/T2D_" not in k), ("T2D", lambda k: "/T2D_" in k)):
+    def family(key):  # "cpu/C2D_1:12" -> "C2D"
+        return family_of(key.rsplit(":", 1)[0])
+
+    for label, pick in (("outside T2D", lambda k: family(k) != "T2D"), ("T2D", lambda k: family(k) == "T2D")):
         ks = [k for k in rows if pick(k)]
         g = [k for k in ks if rows[k]["guarded"]]
         u = [k for k in ks if not rows[k]["guarded"]]
         print(f"{label}: guarded {tally(g)}; not guarded {tally(u)}")
-        fams = sorted({k.split("/")[1].split("_")[0] for k in g})
-        for fam in fams:
-            print(f"  {fam}: guarded {tally([k for k in g if f'/{fam}_' in k])}")
+        for fam in sorted({family(k) for k in g}):
+            print(f"  {fam}: guarded {tally([k for k in g if family(k) == fam])}")
     return 0
 
 
