@@ -26,6 +26,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -1064,3 +1065,45 @@ def test_export_remeasured_refuses_a_corrupt_or_foreign_file(tmp_path, monkeypat
             ex.main()
         assert str(bad) in str(exc.value) and expect in str(exc.value)
         assert not out.exists()
+
+
+def test_rescore_fusion_decisions_uses_the_latest_measurement(tmp_path, monkeypatch, capsys):
+    """A group measured in two folders takes the later folder's gain; a
+    decision file with no measurement is skipped; a measured group the
+    planner no longer finds is listed as missing; a prediction file that is
+    not a list is refused with its path."""
+    rs = _load_script("rescore_fusion_decisions")
+
+    def decision(folder, name, group, gain, then):
+        d = tmp_path / folder / "decisions"
+        d.mkdir(parents=True, exist_ok=True)
+        row = {"network": "net", "group": f"{group}:lv1..lv2", "decision": then}
+        if gain is not None:
+            row["measured_gain_us"] = gain
+        (d / f"{name}.json").write_text(json.dumps(row))
+
+    decision("old", "a", "g0", -5.0, "split")   # superseded below
+    decision("new", "a", "g0", 3.0, "split")    # fuse pays: "split" then was wrong
+    decision("new", "b", "g1", -2.0, "split")
+    decision("new", "c", "g2", None, "fuse")    # predicted only: not a measurement
+    decision("new", "d", "g3", -1.0, "fuse")    # no current prediction
+    preds = tmp_path / "pred"
+    preds.mkdir()
+    (preds / "net-s0.json").write_text(json.dumps([
+        {"network": "net", "group": "g0:lv1..lv2", "decision": "fuse", "predicted_gain_us": 1.5},
+        {"network": "net", "group": "g1:lv1..lv2", "decision": "fuse", "predicted_gain_us": 0.5},
+        {"network": "net", "group": "g2:lv1..lv2", "decision": "split", "predicted_gain_us": -1.0}]))
+    measured = rs.load_measured([str(tmp_path / "old"), str(tmp_path / "new")])
+    assert measured[("net", "g0")] == ("new", 3.0, "split")
+    assert ("net", "g2") not in measured
+    out = tmp_path / "rescore.md"
+    monkeypatch.setattr(sys, "argv", ["rescore", str(preds), "--measured", str(tmp_path / "old"),
+                                      str(tmp_path / "new"), "--out", str(out)])
+    assert rs.main() == 0
+    text = out.read_text()
+    assert "Right now: 1 of 2; right when measured: 1 of 2." in text  # g0 right now, g1 right then
+    assert "| net g0 | new | 3.0 | 1.5 | fuse | yes | no |" in text
+    assert "not predicted now (planner found no such group): net g3" in text
+    (preds / "net-s0.json").write_text(json.dumps({"not": "a list"}))
+    with pytest.raises(SystemExit, match="net-s0.json: expected a list"):
+        rs.load_predicted(str(preds))
