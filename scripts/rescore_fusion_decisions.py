@@ -17,7 +17,8 @@ machine).
         --measured benchmarks/fusion_decisions benchmarks/fusion_decisions_stop13 \\
         benchmarks/fusion_decisions_stop15 --out benchmarks/fusion_decisions_stop20/rescore.md
 
-A decision is right when its sign matches the measured gain's. Prints (and
+A decision is right when it matches the decision measured
+(``measured_decision``: fuse when fusing measured faster). Prints (and
 with ``--out`` writes) a markdown table, the count right, and the Spearman
 correlation of predicted with measured gains. A measured group with no
 current prediction is listed as missing, never silently dropped.
@@ -39,7 +40,7 @@ def _group(name: str) -> str:
 
 
 def load_measured(folders: list[str]) -> dict:
-    """(network, group) -> (folder name, measured gain us, decision of its day)."""
+    """(network, group) -> (folder name, measured gain us, measured decision, decision of its day)."""
     from tvm_latmodel.fileformat import load_json
 
     out = {}
@@ -52,7 +53,8 @@ def load_measured(folders: list[str]) -> dict:
             if d.get("measured_gain_us") is None:
                 continue  # predicted only, or its measurement failed
             out[(d["network"], _group(d["group"]))] = (os.path.basename(os.path.normpath(folder)),
-                                                       float(d["measured_gain_us"]), d.get("decision"))
+                                                       float(d["measured_gain_us"]), d["measured_decision"],
+                                                       d.get("decision"))
     return out
 
 
@@ -93,9 +95,8 @@ def main() -> int:
     right = right_then = 0
     pg, mg, missing = [], [], []
     for key in sorted(measured):
-        folder, gain, then = measured[key]
+        folder, gain, truth, then = measured[key]
         name = f"{key[0]} {key[1]}"
-        truth = "fuse" if gain > 0 else "split"
         if key not in predicted:
             missing.append(name)
             continue

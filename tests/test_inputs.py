@@ -1079,7 +1079,7 @@ def test_rescore_fusion_decisions_uses_the_latest_measurement(tmp_path, monkeypa
         d.mkdir(parents=True, exist_ok=True)
         row = {"network": "net", "group": f"{group}:lv1..lv2", "decision": then}
         if gain is not None:
-            row["measured_gain_us"] = gain
+            row.update(measured_gain_us=gain, measured_decision="fuse" if gain > 0 else "split")
         (d / f"{name}.json").write_text(json.dumps(row))
 
     decision("old", "a", "g0", -5.0, "split")   # superseded below
@@ -1094,7 +1094,7 @@ def test_rescore_fusion_decisions_uses_the_latest_measurement(tmp_path, monkeypa
         {"network": "net", "group": "g1:lv1..lv2", "decision": "fuse", "predicted_gain_us": 0.5},
         {"network": "net", "group": "g2:lv1..lv2", "decision": "split", "predicted_gain_us": -1.0}]))
     measured = rs.load_measured([str(tmp_path / "old"), str(tmp_path / "new")])
-    assert measured[("net", "g0")] == ("new", 3.0, "split")
+    assert measured[("net", "g0")] == ("new", 3.0, "fuse", "split")
     assert ("net", "g2") not in measured
     out = tmp_path / "rescore.md"
     monkeypatch.setattr(sys, "argv", ["rescore", str(preds), "--measured", str(tmp_path / "old"),
