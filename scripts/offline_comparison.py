@@ -16,6 +16,13 @@ tasks, same seeded shots, same seed for every model) and writes:
 with no pretrained residual here (``pretrained=None``): the shipped one was
 trained on these logs; its transfer is what the ``transfer`` setting shows.
 
+An XGBoost result is one draw, not a repeatable run: TVM's ``PerStoreFeature``
+orders two tied buffer slots either way from one extraction to the next (a
+few DEP and MBV2 records), XGBModel trains on the rows as TVM gives them, so
+a transfer result at one seed moves between processes.
+``scripts/check_xgb_repeatability.py`` shows it: on identical rows XGBModel's
+result repeats exactly. (The hybrid orders the tied slots canonically.)
+
 Speed: tasks run in ``--jobs`` worker processes (default: every core).
 Each worker loads the logs once and shares TVM's per-store features and the
 analytical estimates of every schedule across models, shot counts and seeds
