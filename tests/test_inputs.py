@@ -1107,3 +1107,20 @@ def test_rescore_fusion_decisions_uses_the_latest_measurement(tmp_path, monkeypa
     (preds / "net-s0.json").write_text(json.dumps({"not": "a list"}))
     with pytest.raises(SystemExit, match="net-s0.json: expected a list"):
         rs.load_predicted(str(preds))
+
+
+def test_check_xgb_repeatability_names_a_missing_task(tmp_path, monkeypatch, capsys):
+    """A folder with no task folders, or no task of the name asked for, is
+    refused with the folder and the tasks it has; nothing is written."""
+    cx = _load_script("check_xgb_repeatability")
+    out = tmp_path / "out.json"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    logs = tmp_path / "logs"
+    shutil.copytree(os.path.join(ROOT, "tuning_logs", "cpu", "NRM_0"), logs / "NRM_0")
+    for folder, expect in ((empty, f"{empty}: no task folders"), (logs, f"{logs}: no task C2D_1; there are NRM_0")):
+        monkeypatch.setattr(sys, "argv", ["check", str(folder), "--task", "C2D_1", "--out", str(out)])
+        with pytest.raises(SystemExit):
+            cx.main()
+        assert expect in capsys.readouterr().err
+    assert not out.exists()
