@@ -38,8 +38,24 @@ SHOTS = (16, 32, 64)
 
 
 # ----------------------------------------------------------------- featurising
-def featurise(paths, cache_dir: str) -> dict[str, dict]:
-    """Per task: {"psf": (n,164), "terms": (n,k), "term_names", "log_a", "log_m", "bound"}."""
+def _cached_psf(psf_from: str | None, name: str, n_lines: int):
+    """The per-store sums of ``name`` from another cache of the same logs, or
+    None. They are TVM's features, the same whatever the analytical model,
+    so a study of a change to the modes need not extract them again."""
+    if not psf_from:
+        return None
+    f = os.path.join(psf_from, name + ".npz")
+    if not os.path.exists(f):
+        return None
+    z = np.load(f, allow_pickle=False)
+    if int(z["n_lines"]) != n_lines or "canonical" not in z.files:
+        return None
+    return z["psf"]
+
+
+def featurise(paths, cache_dir: str, psf_from: str | None = None) -> dict[str, dict]:
+    """Per task: {"psf": (n,164), "terms": (n,k), "term_names", "log_a", "log_m", "bound"}
+    (``psf_from``: a cache folder of the same logs to take the per-store sums from)."""
     from tvm_latmodel.model.cost_model import HybridCostModel
     from tvm_latmodel.model.features import per_store_sums
     from tvm_latmodel.replay import find_databases, load_database
@@ -65,7 +81,11 @@ def featurise(paths, cache_dir: str) -> dict[str, dict]:
         ctx = make_context(task.mod, task.target)
         cands = task.candidates()
         ests = model._analytical(ctx, cands)
-        psf = per_store_sums(model._extractor_for().features(ctx, cands))
+        psf = _cached_psf(psf_from, name, n_lines)
+        if psf is None:
+            psf = per_store_sums(model._extractor_for().features(ctx, cands))
+        elif len(psf) != len(cands):
+            raise SystemExit(f"{psf_from}: {name} has {len(psf)} feature rows for {len(cands)} records")
         names = sorted(ests[0].terms())
         terms = np.array([[e.terms()[k] for k in names] for e in ests], dtype=np.float64)
         d = {"psf": psf, "terms": terms, "term_names": np.array(names),
@@ -186,6 +206,9 @@ def main() -> int:
     ap.add_argument("logs", nargs="+")
     ap.add_argument("--out", default="benchmarks/head_study")
     ap.add_argument("--cache", default=None, help="feature cache folder (default OUT/cache)")
+    ap.add_argument("--psf-from", default=None,
+                    help="another cache folder of the same logs: take TVM's per-store sums from it "
+                         "(they do not depend on the analytical model) and compute only the analytical terms")
     ap.add_argument("--families", nargs="*", default=None, help="families to use (default: all)")
     ap.add_argument("--objectives", nargs="*",
                     default=["analytical", "reg:squarederror", "reg:headweighted", "rank:pairwise", "rank:ndcg"])
@@ -201,7 +224,7 @@ def main() -> int:
     args = ap.parse_args()
     from tvm_latmodel.replay import family_of
 
-    data = featurise(args.logs, args.cache or os.path.join(args.out, "cache"))
+    data = featurise(args.logs, args.cache or os.path.join(args.out, "cache"), args.psf_from)
     fams = set(args.families) if args.families else {family_of(n) for n in data}
     rows = run(data, args.objectives, fams, args.seeds, args.pretrained_weight, args.evidence_half,
                args.feature_set, args.in_sample)
