@@ -20,6 +20,14 @@ restricts which families are used at all (the development set), so families
 kept for a final held-out check are never looked at while choosing.
 
     python scripts/head_residual_study.py tuning_logs/cpu --out benchmarks/head_study
+
+A change to the analytical model needs a cache of its own, but not TVM's
+per-store features again: ``--psf-from`` takes them from another cache of
+the same logs (on the 54 CPU logs a whole study then takes about a minute
+on 2 cores). The transfer residual's fit is deterministic; what moves its
+held-out metrics is the training set (stop 22: leaving one more family out
+moved held-out zero-shot top-1 by -0.040 to +0.018), so a limit tighter
+than that cannot tell a change from a reshuffled training set.
 """
 
 from __future__ import annotations
