@@ -111,6 +111,33 @@ def collect(out: str) -> list[dict]:
     return results
 
 
+def goals_table(results: list[dict]) -> str:
+    """Issue 11's goals, per network, seed and budget T where both (a)
+    settings ran: how many times faster than the stronger (a) at T each of
+    (b) and (c) is at T and at T/2 (the goals: (c) >= 1.3x at T on the
+    multi-modal networks; (b) and (c) >= 1.0x at T/2), and (b) with TVM's
+    gradient scheduler at T."""
+    lat = {(r["network"], r.get("seed", 0), r["config"], r["trials"]): r["latency_us"]
+           for r in results if "failed" not in r and r["config"] != "torch-eager"}
+    rows = ["| network | seed | T | stronger (a) @T, us | (b) @T | (c) @T | (b) @T/2 | (c) @T/2 | (b-gradient) @T |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for network, seed, config, trials in sorted(lat):
+        a = [lat.get((network, seed, c, trials)) for c in ("a", "a-nowarmup")]
+        if config != "a" or None in a:
+            continue
+        ref = min(a)
+
+        def speedup(c, t):
+            x = lat.get((network, seed, c, t))
+            return "–" if x is None else f"{ref / x:.2f}x"
+
+        half = trials // 2
+        rows.append(f"| {network} | {seed} | {trials} | {ref:.1f} | {speedup('b', trials)} | {speedup('c', trials)} "
+                    f"| {speedup('b', half)} | {speedup('c', half)} | {speedup('b-gradient', trials)} |")
+    return ("Speed-up over the stronger of (a) and (a) without warm-up at T trials (higher is faster):\n\n"
+            + "\n".join(rows))
+
+
 def summarize(results: list[dict], out: str) -> None:
     """``summary.json``, ``summary.md`` and (with matplotlib) ``stages.png``."""
     with open(os.path.join(out, "summary.json"), "w") as f:
@@ -131,6 +158,7 @@ def summarize(results: list[dict], out: str) -> None:
                     f"| {r['trials_measured']}/{r['trials']} | {r['tuning_seconds']:.0f} | {st['encoder']:.1f} "
                     f"| {st['fusion']:.1f} | {st['head']:.1f} | {r['kernels']} | {r['tuned_kernels']} "
                     f"| {'ok' if r['output_matches'] else 'DIFFERS'} ({r['max_abs_error']:.1e}) |")
+    rows += ["", goals_table(results)]
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("\n".join(rows) + "\n")
     print("\n".join(rows))

@@ -1124,3 +1124,21 @@ def test_check_xgb_repeatability_names_a_missing_task(tmp_path, monkeypatch, cap
             cx.main()
         assert expect in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_bench_networks_goals_table_compares_with_the_stronger_xgboost():
+    """The goals table divides the stronger (a) at T by each configuration
+    at T and T/2; a row needs both (a) settings, a missing run shows '–',
+    and failed runs and PyTorch eager are left out."""
+    bn = _load_script("bench_networks")
+
+    def run(config, trials, latency, seed=1):
+        return {"network": "net", "config": config, "trials": trials, "seed": seed, "latency_us": latency}
+
+    results = [run("a", 32, 300.0), run("a-nowarmup", 32, 200.0), run("b", 32, 100.0), run("c", 32, 160.0),
+               run("b", 16, 250.0), {"network": "net", "config": "c", "trials": 16, "seed": 1, "failed": "rc 1"},
+               {"network": "net", "config": "torch-eager", "latency_us": 1.0},
+               run("a", 32, 50.0, seed=2)]  # seed 2 has no a-nowarmup: no row
+    table = bn.goals_table(results)
+    assert "| net | 1 | 32 | 200.0 | 2.00x | 1.25x | 0.80x | – | – |" in table
+    assert "| net | 2 |" not in table
