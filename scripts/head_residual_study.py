@@ -46,19 +46,19 @@ SHOTS = (16, 32, 64)
 
 
 # ----------------------------------------------------------------- featurising
-def _cached_psf(psf_from: str | None, name: str, n_lines: int):
-    """The per-store sums of ``name`` from another cache of the same logs, or
-    None. They are TVM's features, the same whatever the analytical model,
-    so a study of a change to the modes need not extract them again."""
-    if not psf_from:
+def _cached(cache_dir: str | None, name: str, n_lines: int) -> dict | None:
+    """The cached features of task ``name`` in ``cache_dir``, or None when
+    there are none for its current ``n_lines`` log lines (older caches,
+    without ``canonical``, held raw per-store rows)."""
+    if not cache_dir:
         return None
-    f = os.path.join(psf_from, name + ".npz")
+    f = os.path.join(cache_dir, name + ".npz")
     if not os.path.exists(f):
         return None
     z = np.load(f, allow_pickle=False)
     if int(z["n_lines"]) != n_lines or "canonical" not in z.files:
         return None
-    return z["psf"]
+    return {k: z[k] for k in z.files}
 
 
 def featurise(paths, cache_dir: str, psf_from: str | None = None) -> dict[str, dict]:
@@ -78,18 +78,20 @@ def featurise(paths, cache_dir: str, psf_from: str | None = None) -> dict[str, d
         name = db.name
         f = os.path.join(cache_dir, name + ".npz")
         n_lines = sum(1 for line in open(db / "database_tuning_record.json") if line.strip())
-        if os.path.exists(f):
-            z = np.load(f, allow_pickle=False)
-            if int(z["n_lines"]) == n_lines and "canonical" in z.files:  # older caches: raw per-store rows
-                out[name] = {k: z[k] for k in z.files}
-                continue
+        cached = _cached(cache_dir, name, n_lines)
+        if cached is not None:
+            out[name] = cached
+            continue
         t0 = time.time()
         (task,) = load_database(db, name=name)
         model = HybridCostModel(target=task.target, pretrained=None)
         ctx = make_context(task.mod, task.target)
         cands = task.candidates()
         ests = model._analytical(ctx, cands)
-        psf = _cached_psf(psf_from, name, n_lines)
+        # TVM's per-store sums do not depend on the analytical model: a
+        # study of a change to the modes takes them from ``psf_from``.
+        other = _cached(psf_from, name, n_lines)
+        psf = None if other is None else other["psf"]
         if psf is None:
             psf = per_store_sums(model._extractor_for().features(ctx, cands))
         elif len(psf) != len(cands):

@@ -193,23 +193,35 @@ def _rolled_loop_names(mod) -> set:
     return names
 
 
+def _depthwise_rolled(step: int, vectorize_channels: bool) -> tuple[set, set]:
+    """The depthwise conv's loops left rolled at an auto-unroll ``step``, by
+    the model's replay and by TVM's own passes; with ``vectorize_channels``
+    the channel loop is moved innermost and vectorized (and not counted)."""
+    sch = tvm.s_tir.Schedule(_depthwise())
+    h, ww, cc, kh, kw = sch.get_loops(sch.get_sblock("Y"))
+    names = ("h", "ww", "cc", "kh", "kw")
+    if vectorize_channels:
+        sch.reorder(h, ww, kh, kw, cc)
+        sch.vectorize(cc)
+        names = ("h", "ww", "kh", "kw", "cc")
+    sch.parallel(h)
+    sch.annotate(h, "pragma_auto_unroll_max_step", step)
+    sch.annotate(h, "pragma_unroll_explicit", 1)
+    b = summarize(sch.mod, "cpu").blocks[0]
+    ours = {name for name, lp in zip(names, b.loops) if lp.unrolled_by != "tvm" and lp.kind != "vectorized"}
+    return ours, _rolled_loop_names(_lower_through_unroll(sch.mod))
+
+
 @pytest.mark.parametrize("step", [0, 3, 6, 18, 1024])
 def test_unroll_verdicts_match_tvms_unroll_pass(step):
     """Which loops TVM's UnrollLoop unrolls, for auto-unroll steps around the
     thresholds: kw (3 copies of init-if + update = 6 statements) and kh
     (3 x 6 = 18) — compared with TVM lowering the same schedule."""
-    sch = tvm.s_tir.Schedule(_depthwise())
-    h, ww, cc, kh, kw = sch.get_loops(sch.get_sblock("Y"))
-    sch.parallel(h)
-    sch.annotate(h, "pragma_auto_unroll_max_step", step)
-    sch.annotate(h, "pragma_unroll_explicit", 1)
-    b = summarize(sch.mod, "cpu").blocks[0]
-    ours = {name for name, lp in zip(("h", "ww", "cc", "kh", "kw"), b.loops) if lp.unrolled_by != "tvm"}
-    assert ours == _rolled_loop_names(_lower_through_unroll(sch.mod))
+    ours, tvms = _depthwise_rolled(step, vectorize_channels=False)
+    assert ours == tvms
     expected_rolled = {0: {"h", "ww", "cc", "kh", "kw"}, 3: {"h", "ww", "cc", "kh", "kw"},
                        6: {"h", "ww", "cc", "kh"}, 18: {"h", "ww", "cc"}, 1024: {"h", "ww", "cc"}}[step]
     assert ours == expected_rolled
-
 
 
 _KNOWN_DIVERGENCE = pytest.mark.xfail(
@@ -226,17 +238,8 @@ def test_a_vectorized_loop_does_not_stop_the_unroller(step):
     as TVM's own passes do it (at 1024, ww too: 8 x 18 statements).
     The model's replay does not (strict xfail: this test fails the day it
     does, and the marks must then go)."""
-    sch = tvm.s_tir.Schedule(_depthwise())
-    h, ww, cc, kh, kw = sch.get_loops(sch.get_sblock("Y"))
-    sch.reorder(h, ww, kh, kw, cc)
-    sch.parallel(h)
-    sch.vectorize(cc)
-    sch.annotate(h, "pragma_auto_unroll_max_step", step)
-    sch.annotate(h, "pragma_unroll_explicit", 1)
-    b = summarize(sch.mod, "cpu").blocks[0]
-    names = ("h", "ww", "kh", "kw", "cc")
-    ours = {name for name, lp in zip(names, b.loops) if lp.unrolled_by != "tvm" and lp.kind != "vectorized"}
-    assert ours == _rolled_loop_names(_lower_through_unroll(sch.mod))
+    ours, tvms = _depthwise_rolled(step, vectorize_channels=True)
+    assert ours == tvms
     expected_rolled = {0: {"h", "ww", "kh", "kw"}, 2: {"h", "ww", "kh", "kw"}, 6: {"h", "ww", "kh"},
                        18: {"h", "ww"}, 1024: {"h"}}[step]
     assert ours == expected_rolled
