@@ -1142,3 +1142,23 @@ def test_bench_networks_goals_table_compares_with_the_stronger_xgboost():
     table = bn.goals_table(results)
     assert "| net | 1 | 32 | 200.0 | 2.00x | 1.25x | 0.80x | – | – |" in table
     assert "| net | 2 |" not in table
+
+
+def test_head_study_psf_from_refuses_features_of_another_log(tmp_path):
+    """--psf-from takes TVM's features from another cache only for the same
+    log: a cache of an older log (other line count) is ignored and the
+    features extracted; one whose rows do not match the records is refused
+    with the folder and the task."""
+    hs = _load_script("head_residual_study")
+    logs = tmp_path / "logs"
+    shutil.copytree(os.path.join(ROOT, "tuning_logs", "cpu", "NRM_0"), logs / "NRM_0")
+    n_lines = sum(1 for line in open(logs / "NRM_0" / "database_tuning_record.json") if line.strip())
+    other = tmp_path / "other"
+    other.mkdir()
+    np.savez(other / "NRM_0.npz", psf=np.zeros((3, 164)), n_lines=np.array(n_lines + 1), canonical=np.array(1))
+    assert hs._cached(str(other), "NRM_0", n_lines) is None
+    data = hs.featurise([str(logs)], str(tmp_path / "cache1"), str(other))
+    assert data["NRM_0"]["psf"].shape[1] == 164 and data["NRM_0"]["psf"].any()
+    np.savez(other / "NRM_0.npz", psf=np.zeros((3, 164)), n_lines=np.array(n_lines), canonical=np.array(1))
+    with pytest.raises(SystemExit, match=f"{other}: NRM_0 has 3 feature rows for"):
+        hs.featurise([str(logs)], str(tmp_path / "cache2"), str(other))
