@@ -16,6 +16,7 @@ from tvm_latmodel.model.modes import (
     instruction_mix_factor,
     lane_efficiency,
     memory_accumulator_efficiency,
+    overlapped_time,
     padded_work_ratio,
     roofline_bound_s,
     register_spill_efficiency,
@@ -137,6 +138,36 @@ def test_roofline_kink_between_compute_and_memory_bound():
     # the kink: arithmetic intensity = peak / bandwidth = 10 FLOP/byte
     c, m, _ = roofline_time(1e9, 100e9, {"DRAM": 100e6}, bw)
     assert c == pytest.approx(m)
+
+
+def test_overlapped_time_by_hand():
+    # 10 ms of compute, 4 ms of memory traffic
+    assert overlapped_time(0.010, 0.004, 0.0) == 0.010  # the roofline: all hidden
+    assert overlapped_time(0.010, 0.004, 1.0) == pytest.approx(0.014)  # nothing hidden
+    assert overlapped_time(0.004, 0.010, 0.25) == pytest.approx(0.011)  # symmetric in c and m
+
+
+def test_compute_tied_schedules_are_ordered_by_their_memory_traffic():
+    """Two schedules with the same compute time, one moving 4x the bytes but
+    still compute-bound: the CPU model ranks the lighter one first, and
+    by no more than a tie-break (CPU_UNHIDDEN_FRACTION, stop 23)."""
+    from tvm_latmodel.model.modes import CPU_UNHIDDEN_FRACTION
+
+    hw = cpu(cores=1, vector_bits=512, peak=100.0)
+
+    def est(nbytes):
+        fps = (nbytes, nbytes, 4.0)
+        blk = BlockSummary(name="mm", region=0, loops=(Loop(1, "parallel"), Loop(1_000_000, "serial")),
+                           work_points=1e6, useful_points=1e6, ops_per_point=32.0, vector_extent=16,
+                           dtype_bits=32, accesses=(Access("A", "global", 32, False, nbytes, fps),), fma_per_point=16.0)
+        return estimate(ProgramSummary("cpu", (Region(0, 1, 1, 0.0, 0.0, (blk,)),), 0, {"A": nbytes}), hw)
+
+    light, heavy = est(1e6), est(4e6)
+    assert light.regions[0].bound == heavy.regions[0].bound == "compute"
+    assert light.regions[0].compute_s == heavy.regions[0].compute_s
+    assert light.latency_s < heavy.latency_s
+    assert heavy.latency_s / light.latency_s - 1 < 1e-5
+    assert 0 < CPU_UNHIDDEN_FRACTION <= 1e-6
 
 
 def test_roofline_bound():
