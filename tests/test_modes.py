@@ -82,7 +82,7 @@ def test_cache_traffic_steps_when_footprint_crosses_capacity():
     def traffic(f_inner, capacity):
         footprints = [64 * f_inner, f_inner, 64.0]
         trips = [1, 64, 64 * 100]
-        return cache_traffic_bytes(footprints, trips, capacity)
+        return cache_traffic_bytes([footprints], trips, capacity)
 
     cap = 32 * 1024
     below = traffic(30 * 1024, cap)   # inner body fits: fetched once per outer trip
@@ -91,6 +91,23 @@ def test_cache_traffic_steps_when_footprint_crosses_capacity():
     assert above == pytest.approx(64 * 100 * 64.0 if 64 * 100 * 64.0 > 64 * 34 * 1024 else 64 * 34 * 1024)
     # everything fits: compulsory traffic only
     assert traffic(1024, 1e9) == pytest.approx(64 * 1024)
+
+
+def test_an_accumulator_the_inner_loops_do_not_move_is_fetched_once():
+    """A 2,048-trip rolled loop streams 128 B of A per trip into a 128 B
+    vector accumulator (read and written, 256 B) that every trip touches
+    again: one execution of the loop body (384 B) fits a 32 KiB cache, so
+    A costs 2,048 x 128 B and the accumulator its 256 B once, not 2,048
+    times (the rfactor'd sum of squares of NRM_0, stop 23)."""
+    trips = [1, 1, 2048]
+    a = [256 * 1024.0, 256 * 1024.0, 128.0]
+    acc = [256.0, 256.0, 256.0]
+    assert cache_traffic_bytes([a, acc], trips, 32 * 1024) == pytest.approx(256 * 1024 + 256)
+    # the summed footprint charged on every trip would be 2,048 x 384 B
+    assert cache_traffic_bytes([[x + y for x, y in zip(a, acc)]], trips, 32 * 1024) == pytest.approx(2048 * 384)
+    # an operand that moves at every trip (B, 64 B per trip, 128 KiB in all) is fetched at every trip
+    b = [128 * 1024.0, 128 * 1024.0, 64.0]
+    assert cache_traffic_bytes([a, acc, b], trips, 32 * 1024) == pytest.approx(2048 * (128 + 64) + 256)
 
 
 def test_block_estimate_steps_at_l1_and_l2_size():

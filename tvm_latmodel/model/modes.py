@@ -225,28 +225,42 @@ def padded_work_ratio(work_points: float, useful_points: float) -> float:
     return max(1.0, work_points / useful_points)
 
 
-def cache_traffic_bytes(footprints: list[float], trips: list[float], capacity_bytes: float,
+def cache_traffic_bytes(footprints: list[list[float]], trips: list[float], capacity_bytes: float,
                         first_level: int = 0) -> float:
     """Bytes a cache of ``capacity_bytes`` fetches from the next level.
 
-    ``footprints[k]`` is the bytes one whole execution of loop ``k`` (all its
-    iterations) touches, ``footprints[depth]`` one point, and ``trips[k]``
-    how often loop ``k`` is executed. The cache keeps the outermost loop
-    (``k >= first_level``) whose footprint fits, so
-    ``traffic = trips[k*] * footprints[k*]`` with
-    ``k* = min{k >= first_level : footprints[k] <= capacity}`` (the innermost
-    level if nothing fits). Crossing the capacity moves ``k*`` inward: the
-    cache-capacity cliff. Never less than the compulsory
-    ``footprints[0]`` (every byte at least once).
+    ``footprints[a][k]`` is the bytes access ``a`` touches in one whole
+    execution of loop ``k`` (all its iterations), ``footprints[a][depth]``
+    at one point, and ``trips[k]`` how often loop ``k`` is executed. The
+    cache keeps the outermost loop (``k >= first_level``) whose summed
+    footprint fits:
+    ``k* = min{k >= first_level : sum_a footprints[a][k] <= capacity}`` (the
+    innermost level if nothing fits). Crossing the capacity moves ``k*``
+    inward: the cache-capacity cliff. Each access is then fetched at the
+    outermost level from which the loops down to ``k*`` do not move it
+    (its bytes, touched in every execution of ``k*``, stay in an LRU cache):
+    ``traffic = sum_a trips[j_a] * footprints[a][j_a]`` with
+    ``j_a = min{first_level <= j <= k* : footprints[a][j] == footprints[a][k*]}``
+    (stop 23: an accumulator reused under a rolled loop is fetched once, not
+    once per trip). Never less than the compulsory ``sum_a footprints[a][0]``
+    (every byte at least once).
     """
     if not footprints:
         return 0.0
-    chosen = len(footprints) - 1
-    for k in range(first_level, len(footprints)):
-        if footprints[k] <= capacity_bytes:
+    depth = len(footprints[0])
+    total = [sum(f[k] for f in footprints) for k in range(depth)]
+    chosen = depth - 1
+    for k in range(first_level, depth):
+        if total[k] <= capacity_bytes:
             chosen = k
             break
-    return max(footprints[0], trips[chosen] * footprints[chosen])
+    traffic = 0.0
+    for f in footprints:
+        j = chosen
+        while j > first_level and f[j - 1] <= f[chosen]:
+            j -= 1
+        traffic += trips[j] * f[j]
+    return max(total[0], traffic)
 
 
 def overlapped_time(compute_s: float, memory_s: float, unhidden: float) -> float:
@@ -507,7 +521,7 @@ def _region_terms(region: Region, hw: HardwareSpec, warm: bool = False) -> Regio
         trips = [b.trips(k) for k in range(b.depth + 1)]
         glob = [a for a in b.accesses if a.scope in ("global", "")]
         if glob:
-            fps = [sum(a.footprint_bytes[k] for a in glob) for k in range(b.depth + 1)]
+            fps = [list(a.footprint_bytes) for a in glob]
             for cap, server, bw in levels:
                 bytes_by_server[server] = bytes_by_server.get(server, 0.0) + cache_traffic_bytes(fps, trips, cap, first) / units
                 bw_by_server[server] = bw
