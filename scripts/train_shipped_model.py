@@ -10,8 +10,10 @@ The file lists the structural hashes of the workloads it was trained on, and
 of the shipped file (it would be megabytes); models saved by
 ``tvm-latmodel train`` or ``save()`` keep it.
 
-The shipped file (stop 18, ``benchmarks/modes/PROTOCOL_stop18.md`` part 2)
-was fitted on the 20 development logs with their times re-measured on the
+The shipped file (stop 18, ``benchmarks/modes/PROTOCOL_stop18.md`` part 2;
+refitted at stop 19 on canonical rows and at stop 23 with the per-access
+cache traffic, each time under stop 19's adoption rule) was fitted on the
+20 development logs with their times re-measured on the
 idle Zen 4 (``tuning_logs/remeasured-znver4``, made by
 ``scripts/export_remeasured.py``; the logged Zen 3 times are noisy by
 record), on that machine:
