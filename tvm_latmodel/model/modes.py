@@ -51,7 +51,8 @@ named in ``tvm-latmodel explain``:
   same compute time, the one moving fewer bytes ranks first;
 * **cache-capacity cliffs** (:func:`cache_traffic_bytes`): the bytes a
   level must fetch from the next one jump when a loop body's footprint stops
-  fitting in it.
+  fitting in it; a buffer the loops inside the kept one do not move (an
+  accumulator under a rolled loop) is fetched once, not on every trip.
 * **occupancy** (GPU, :func:`gpu_blocks_per_sm`): resident blocks per SM from
   threads, registers and shared memory, deciding the concurrent units.
 * **warm last-level cache** (:func:`warm_in_last_cache`): tuners time a
