@@ -445,3 +445,47 @@ def test_compiled_sums_agree_with_the_tree_on_random_expressions():
         assert _interval(_compile(expr, env), ranges) == _tree_interval(expr, by_name), str(expr)
         checked += 1
     assert checked > 300
+
+
+def _strided_taps(unroll_taps: bool):
+    """A 1-D transposed convolution's shape of update (stop 23, T2D):
+    C[i] += if_then_else((i + r) % 2 == 0, A[(i + r) // 2], 0) * W[r] over
+    i < 64, r < 4, with i = 2 i0 + i1 and r = 2 r0 + r1, loops i0 r0 i1 r1;
+    i1 is unrolled, and r1 too when ``unroll_taps``."""
+    a = te.placeholder((34,), name="A")
+    w = te.placeholder((4,), name="W")
+    r = te.reduce_axis((0, 4), name="r")
+    c = te.compute((64,), lambda i: te.sum(
+        tvm.tirx.if_then_else((i + r) % 2 == 0, a[(i + r) // 2], tvm.tirx.const(0.0, "float32")) * w[r], axis=r),
+        name="C")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, w, c])}))
+    i, k = sch.get_loops(sch.get_sblock("C"))
+    i0, i1 = sch.split(i, [32, 2])
+    r0, r1 = sch.split(k, [2, 2])
+    sch.reorder(i0, r0, i1, r1)
+    sch.unroll(i1)
+    if unroll_taps:
+        sch.unroll(r1)
+    (b,) = summarize(sch.mod, "cpu").blocks
+    return b
+
+
+def test_guarded_copies_that_unrolling_makes_false_are_removed():
+    """With i1 and r1 unrolled, each of the 4 copies has a constant guard:
+    (2 i0 + i1 + 2 r0 + r1) % 2 = (i1 + r1) % 2, true for 2 of the 4, so
+    half of the 256 points run (TVM's StmtSimplify after UnrollLoop drops
+    the others). With r1 rolled the guard changes along r1: all 256 run."""
+    assert _strided_taps(unroll_taps=True).work_points == 128
+    assert _strided_taps(unroll_taps=False).work_points == 256
+
+
+def test_a_guarded_store_alone_keeps_its_copies():
+    """A padding block stores a zero where its guard is false: not removed."""
+    a = te.placeholder((16,), name="A")
+    p = te.compute((18,), lambda i: tvm.tirx.if_then_else(
+        tvm.tirx.all(i >= 1, i < 17), a[i - 1], tvm.tirx.const(0.0, "float32")), name="P")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, p])}))
+    (i,) = sch.get_loops(sch.get_sblock("P"))
+    sch.unroll(i)
+    (b,) = summarize(sch.mod, "cpu").blocks
+    assert b.work_points == 18

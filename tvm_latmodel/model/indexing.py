@@ -207,6 +207,161 @@ def _stride_along(dims, strides, mentions, n_vars: int, var: int, extent: int):
     return step
 
 
+# ------------------------------------------------- guarded updates (stop 23)
+_CMP = {"EQ": lambda a, b: a == b, "NE": lambda a, b: a != b, "LT": lambda a, b: a < b,
+        "LE": lambda a, b: a <= b, "GT": lambda a, b: a > b, "GE": lambda a, b: a >= b}
+
+
+def _is_zero(expr) -> bool:
+    return type(expr).__name__ == "FloatImm" and float(expr.value) == 0.0
+
+
+def _guarded_factor(term):
+    """``c`` when ``term`` is ``if_then_else(c, x, 0)`` or a product with it as a factor."""
+    name = type(term).__name__
+    if name == "Cast":
+        return _guarded_factor(term.value)
+    if name == "Call":
+        op = str(term.op.name) if hasattr(term.op, "name") else ""
+        if op.endswith("if_then_else") and _is_zero(term.args[2]):
+            return term.args[0]
+        return None
+    if name == "Mul":
+        g = _guarded_factor(term.a)
+        return g if g is not None else _guarded_factor(term.b)
+    return None
+
+
+def _guard_of(value, accumulator):
+    """The condition ``c`` of an accumulation ``acc + if_then_else(c, x, 0) * w``
+    (the added term guarded by it, as a factor), ``acc`` a load of
+    ``accumulator`` (the stored buffer); else None. Where ``c`` is false the
+    statement is ``acc = acc``: no work once the compiler knows it."""
+    if type(value).__name__ != "Add":
+        return None
+    for acc, term in ((value.a, value.b), (value.b, value.a)):
+        # TVM 0.27's loads are TensorLoad (``source``), older ones BufferLoad (``buffer``)
+        loaded = getattr(acc, "source", None) if type(acc).__name__ == "TensorLoad" else getattr(acc, "buffer", None)
+        if type(acc).__name__ in ("BufferLoad", "TensorLoad") and loaded is not None and loaded.same_as(accumulator):
+            return _guarded_factor(term)
+    return None
+
+
+def _compile_cond(expr, env: dict):
+    """A boolean expression as a nested tuple (``and``/``or``/``not``/``cmp``
+    over compiled integer nodes), or None when any part is unknown."""
+    name = type(expr).__name__
+    if name in ("And", "Or"):
+        a, b = _compile_cond(expr.a, env), _compile_cond(expr.b, env)
+        return None if a is None or b is None else (name.lower(), a, b)
+    if name == "Not":
+        a = _compile_cond(expr.a, env)
+        return None if a is None else ("not", a)
+    if name in _CMP:
+        a, b = _compile(expr.a, env), _compile(expr.b, env)
+        if _has_unknown(a) or _has_unknown(b):
+            return None
+        return ("cmp", name, a, b)
+    if name == "IntImm":  # a constant boolean
+        return ("const", bool(expr.value))
+    return None
+
+
+def _has_unknown(node) -> bool:
+    tag = node[0]
+    if tag == "unk":
+        return True
+    if tag in ("c", "v"):
+        return False
+    if tag == "aff":
+        return any(_has_unknown(n) for _, n in node[3])
+    return _has_unknown(node[1]) or _has_unknown(node[2])
+
+
+def _cond_vars(cond, out: set) -> set:
+    """Loop-variable indices a compiled condition mentions."""
+    tag = cond[0]
+    if tag == "cmp":
+        _vars_of(cond[2], out)
+        _vars_of(cond[3], out)
+    elif tag in ("and", "or"):
+        _cond_vars(cond[1], out)
+        _cond_vars(cond[2], out)
+    elif tag == "not":
+        _cond_vars(cond[1], out)
+    return out
+
+
+def _eval_cond(cond, ranges) -> bool | None:
+    """The condition at one point (``ranges[v] = (x, x)``); None if undecided."""
+    tag = cond[0]
+    if tag == "const":
+        return cond[1]
+    if tag == "cmp":
+        a, b = _interval(cond[2], ranges), _interval(cond[3], ranges)
+        if a is None or b is None or a[0] != a[1] or b[0] != b[1]:
+            return None
+        return _CMP[cond[1]](a[0], b[0])
+    if tag == "not":
+        a = _eval_cond(cond[1], ranges)
+        return None if a is None else not a
+    a, b = _eval_cond(cond[1], ranges), _eval_cond(cond[2], ranges)
+    if a is None or b is None:
+        return None
+    return (a and b) if tag == "and" else (a or b)
+
+
+#: Most unrolled copies whose guards are evaluated one by one.
+GUARD_MAX_COPIES = 4096
+
+
+def live_copy_fraction(cond, var_ids, loops, n_vars: int) -> float:
+    """Fraction of a guarded block's copies that survive unrolling.
+
+    ``cond`` is the guard (:func:`_compile_cond`) over loop variables,
+    ``var_ids[j]`` loop ``j``'s variable, ``loops`` the block's loops with
+    their unroll verdicts. The guard is evaluated at every combination of
+    the loops TVM unrolls; for each, at the first, second and last value of
+    each other loop it mentions (one at a time, the rest at 0). If it is
+    the same at all of those for every combination, it is decided at
+    compile time: TVM's ``StmtSimplify`` after ``UnrollLoop`` removes the
+    copies where it is false, and the fraction where it holds is returned.
+    Otherwise (or when it cannot be evaluated) 1.0: it is computed at run
+    time. Copies LLVM unrolls keep their work: LLVM folds the guard but not
+    ``acc + 0 * w`` (not without fast-math).
+    """
+    mentioned = _cond_vars(cond, set())
+    unrolled = [j for j, lp in enumerate(loops)
+                if lp.unrolled_by == "tvm" and lp.kind != "vectorized" and lp.extent > 1 and var_ids[j] in mentioned]
+    others = [j for j, lp in enumerate(loops)
+              if j not in unrolled and lp.extent > 1 and var_ids[j] in mentioned]
+    if not unrolled:
+        return 1.0
+    copies = 1
+    for j in unrolled:
+        copies *= loops[j].extent
+    if copies > GUARD_MAX_COPIES:
+        return 1.0
+    probes = [(j, x) for j in others for x in sorted({1, loops[j].extent - 1})]
+    ranges = [(0, 0)] * n_vars
+    live = 0
+    for copy in range(copies):
+        for j in unrolled:
+            copy, x = divmod(copy, loops[j].extent)
+            ranges[var_ids[j]] = (x, x)
+        base = _eval_cond(cond, ranges)
+        if base is None:
+            return 1.0
+        for j, x in probes:
+            ranges[var_ids[j]] = (x, x)
+            same = _eval_cond(cond, ranges) == base
+            ranges[var_ids[j]] = (0, 0)
+            if not same:
+                return 1.0
+        live += base
+    return live / copies
+
+
 _OPS = {"Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "FloorDiv": 1, "Max": 1, "Min": 1, "Mod": 1, "FloorMod": 1}
 # Transcendentals (exp, log, tanh ...) cost several FLOP-equivalents.
 CALL_OPS = 8

@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 
 import tvm
 
-from .indexing import _bits, _compile, _count_fma, _count_libm, _count_ops, _interval, _stride_along, _strides, _vars_of
+from .indexing import (_bits, _compile, _compile_cond, _count_fma, _count_libm, _count_ops, _guard_of, _interval,
+                       _stride_along, _strides, _vars_of, live_copy_fraction)
 
 # TVM's UnrollLoop default auto_max_depth: at most this many unrolled loops
 # nested below a loop that is itself auto-unrolled.
@@ -233,6 +234,7 @@ class _Walker:
         self.unroll_depth = 0
         self.unrolled: dict[int, bool] = {}
         self.pending: list = []  # leaf blocks waiting for the unroll verdicts
+        self.guards: dict = {}  # block index -> (compiled guard, n_vars): see indexing.live_copy_fraction
         self.block_vars: list = []  # loop variables of each block's nest
         self.buffer_info: dict = {}  # buffer handle -> (name, scope, bits, bytes, shape, strides)
 
@@ -361,6 +363,11 @@ class _Walker:
         for lp in loops:
             work *= lp.extent
         ops = _count_ops(store.value) if store is not None else 0.0
+        if store is not None and not self.gpu:
+            guard = _guard_of(store.value, store.buffer)
+            cond = _compile_cond(guard, benv) if guard is not None else None
+            if cond is not None:
+                self.guards[len(self.blocks)] = (cond, self.n_vars)
         fmas = _count_fma(store.value) if store is not None else 0.0
         libm, libm_cost = _count_libm(store.value) if store is not None else (0.0, 0.0)
         vec, vec_level = 0, -1
@@ -488,7 +495,14 @@ class _Walker:
             if not self.gpu:
                 _llvm_full_unroll(b, flags)
             loops = tuple(Loop(lp.extent, lp.kind, u) for lp, u in zip(b.loops, flags))
-            blocks.append(dataclasses.replace(b, loops=loops))
+            b = dataclasses.replace(b, loops=loops)
+            guard = self.guards.get(len(blocks))
+            if guard is not None:
+                # Copies whose guard unrolling makes constant-false are gone.
+                live = live_copy_fraction(guard[0], var_ids, loops, guard[1])
+                if live < 1.0:
+                    b = dataclasses.replace(b, work_points=b.work_points * live)
+            blocks.append(b)
         for i, var_ids, reduce_vars, compiled, n_vars in self.pending:
             b = blocks[i]
             blocks[i] = dataclasses.replace(
