@@ -489,3 +489,26 @@ def test_a_guarded_store_alone_keeps_its_copies():
     sch.unroll(i)
     (b,) = summarize(sch.mod, "cpu").blocks
     assert b.work_points == 18
+
+
+def test_unit_loops_do_not_count_toward_the_unroll_depth():
+    """TVM drops extent-1 loops before UnrollLoop, so they add nothing to its
+    depth limit (8): here five 2-wide loops and six unit loops sit inside
+    k0; counting the units, the outermost 2-wide loop would see a depth of
+    10 and stay rolled (stop 23, T2D_3 record 107). Compared with TVM's own
+    passes: every loop of extent > 1 inside k0 is unrolled, k0 and out not."""
+    sch = tvm.s_tir.Schedule(_matmul())
+    i, j, k = sch.get_loops(sch.get_sblock("C"))
+    i0, iu, i1, iu2, i2 = sch.split(i, [16, 1, 2, 1, 2])
+    j0, ju, j1, ju2, j2 = sch.split(j, [16, 1, 2, 1, 2])
+    k0, ku, k1 = sch.split(k, [32, 1, 2])
+    order = [i0, j0, k0, i1, iu, j1, ju, k1, ku, iu2, ju2, i2, j2]
+    sch.reorder(*order)
+    sch.parallel(i0)
+    sch.annotate(i0, "pragma_auto_unroll_max_step", 64)
+    sch.annotate(i0, "pragma_unroll_explicit", 1)
+    names = [sch.get(lp).loop_var.name for lp in order]
+    b = summarize(sch.mod, "cpu").blocks[0]
+    ours = {n for n, lp in zip(names, b.loops) if lp.extent > 1 and lp.unrolled_by != "tvm"}
+    tvms = _rolled_loop_names(_lower_through_unroll(sch.mod))
+    assert ours == tvms == {names[0], names[1], names[2]}
