@@ -491,6 +491,8 @@ def test_a_guarded_store_alone_keeps_its_copies():
     assert b.work_points == 18
 
 
+@pytest.mark.xfail(strict=True, reason="known divergence, kept: the replay counts extent-1 loops toward "
+                   "UnrollLoop's depth; the fix was refused by PROTOCOL_stop23 part 6 (held-out residual top-5 -0.013)")
 def test_unit_loops_do_not_count_toward_the_unroll_depth():
     """TVM drops extent-1 loops before UnrollLoop, so they add nothing to its
     depth limit (8): here five 2-wide loops and six unit loops sit inside

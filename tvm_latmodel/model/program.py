@@ -314,9 +314,7 @@ class _Walker:
         # are, and extent * statements inside <= the auto-unroll step.
         auto = (kind == "serial" and self.normal_depth == 0 and self.unroll_depth <= _UNROLL_MAX_DEPTH
                 and extent * self.step_count <= self.cur_unroll)
-        if extent == 1 and kind in ("serial", "unrolled") and not ann:
-            pass  # gone before UnrollLoop runs (LowerOpaqueBlock drops unit loops): not counted
-        elif kind == "unrolled" or auto:
+        if kind == "unrolled" or auto:
             self.step_count *= extent
             self.unroll_depth += 1
             self.unrolled[idx] = True
