@@ -240,16 +240,14 @@ def _guard_of(value, accumulator):
     if type(value).__name__ != "Add":
         return None
     for acc, term in ((value.a, value.b), (value.b, value.a)):
-        # TVM 0.27's loads are TensorLoad (``source``), older ones BufferLoad (``buffer``)
-        loaded = getattr(acc, "source", None) if type(acc).__name__ == "TensorLoad" else getattr(acc, "buffer", None)
-        if type(acc).__name__ in ("BufferLoad", "TensorLoad") and loaded is not None and loaded.same_as(accumulator):
+        if type(acc).__name__ == "TensorLoad" and acc.source.same_as(accumulator):  # TVM 0.27's load
             return _guarded_factor(term)
     return None
 
 
 def _compile_cond(expr, env: dict):
     """A boolean expression as a nested tuple (``and``/``or``/``not``/``cmp``
-    over compiled integer nodes), or None when any part is unknown."""
+    over compiled integer nodes), or None for a node of another kind."""
     name = type(expr).__name__
     if name in ("And", "Or"):
         a, b = _compile_cond(expr.a, env), _compile_cond(expr.b, env)
@@ -257,25 +255,11 @@ def _compile_cond(expr, env: dict):
     if name == "Not":
         a = _compile_cond(expr.a, env)
         return None if a is None else ("not", a)
-    if name in _CMP:
-        a, b = _compile(expr.a, env), _compile(expr.b, env)
-        if _has_unknown(a) or _has_unknown(b):
-            return None
-        return ("cmp", name, a, b)
+    if name in _CMP:  # an unknown operand makes it undecided where evaluated (_eval_cond)
+        return ("cmp", name, _compile(expr.a, env), _compile(expr.b, env))
     if name == "IntImm":  # a constant boolean
         return ("const", bool(expr.value))
     return None
-
-
-def _has_unknown(node) -> bool:
-    tag = node[0]
-    if tag == "unk":
-        return True
-    if tag in ("c", "v"):
-        return False
-    if tag == "aff":
-        return any(_has_unknown(n) for _, n in node[3])
-    return _has_unknown(node[1]) or _has_unknown(node[2])
 
 
 def _cond_vars(cond, out: set) -> set:

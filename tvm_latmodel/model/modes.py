@@ -226,7 +226,7 @@ def padded_work_ratio(work_points: float, useful_points: float) -> float:
     return max(1.0, work_points / useful_points)
 
 
-def cache_traffic_bytes(footprints: list[list[float]], trips: list[float], capacity_bytes: float,
+def cache_traffic_bytes(footprints: list[tuple[float, ...]], trips: list[float], capacity_bytes: float,
                         first_level: int = 0) -> float:
     """Bytes a cache of ``capacity_bytes`` fetches from the next level.
 
@@ -522,7 +522,7 @@ def _region_terms(region: Region, hw: HardwareSpec, warm: bool = False) -> Regio
         trips = [b.trips(k) for k in range(b.depth + 1)]
         glob = [a for a in b.accesses if a.scope in ("global", "")]
         if glob:
-            fps = [list(a.footprint_bytes) for a in glob]
+            fps = [a.footprint_bytes for a in glob]
             for cap, server, bw in levels:
                 bytes_by_server[server] = bytes_by_server.get(server, 0.0) + cache_traffic_bytes(fps, trips, cap, first) / units
                 bw_by_server[server] = bw

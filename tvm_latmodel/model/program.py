@@ -234,7 +234,7 @@ class _Walker:
         self.unroll_depth = 0
         self.unrolled: dict[int, bool] = {}
         self.pending: list = []  # leaf blocks waiting for the unroll verdicts
-        self.guards: dict = {}  # block index -> (compiled guard, n_vars): see indexing.live_copy_fraction
+        self.guards: dict = {}  # block index -> compiled guard: see indexing.live_copy_fraction
         self.block_vars: list = []  # loop variables of each block's nest
         self.buffer_info: dict = {}  # buffer handle -> (name, scope, bits, bytes, shape, strides)
 
@@ -367,7 +367,7 @@ class _Walker:
             guard = _guard_of(store.value, store.buffer)
             cond = _compile_cond(guard, benv) if guard is not None else None
             if cond is not None:
-                self.guards[len(self.blocks)] = (cond, self.n_vars)
+                self.guards[len(self.blocks)] = cond
         fmas = _count_fma(store.value) if store is not None else 0.0
         libm, libm_cost = _count_libm(store.value) if store is not None else (0.0, 0.0)
         vec, vec_level = 0, -1
@@ -499,7 +499,7 @@ class _Walker:
             guard = self.guards.get(len(blocks))
             if guard is not None:
                 # Copies whose guard unrolling makes constant-false are gone.
-                live = live_copy_fraction(guard[0], var_ids, loops, guard[1])
+                live = live_copy_fraction(guard, var_ids, loops, self.n_vars)
                 if live < 1.0:
                     b = dataclasses.replace(b, work_points=b.work_points * live)
             blocks.append(b)
