@@ -24,7 +24,10 @@ kept for a final held-out check are never looked at while choosing.
 A change to the analytical model needs a cache of its own, but not TVM's
 per-store features again: ``--psf-from`` takes them from another cache of
 the same logs (on the 54 CPU logs a whole study then takes about a minute
-on 2 cores). The transfer residual's fit is deterministic; what moves its
+on 2 cores).
+``--hardware`` takes a spec from ``tvm-latmodel calibrate`` for the
+analytical model in place of the defaults of each log's target (it changes
+the analytical terms, so it too needs a cache of its own). The transfer residual's fit is deterministic; what moves its
 held-out metrics is the training set (stop 22: leaving one more family out
 moved held-out zero-shot top-1 by -0.040 to +0.018), so a limit tighter
 than that cannot tell a change from a reshuffled training set.
@@ -61,9 +64,10 @@ def _cached(cache_dir: str | None, name: str, n_lines: int) -> dict | None:
     return {k: z[k] for k in z.files}
 
 
-def featurise(paths, cache_dir: str, psf_from: str | None = None) -> dict[str, dict]:
+def featurise(paths, cache_dir: str, psf_from: str | None = None, hardware: str | None = None) -> dict[str, dict]:
     """Per task: {"psf": (n,164), "terms": (n,k), "term_names", "log_a", "log_m", "bound"}
-    (``psf_from``: a cache folder of the same logs to take the per-store sums from)."""
+    (``psf_from``: a cache folder of the same logs to take the per-store sums from;
+    ``hardware``: a spec JSON from ``tvm-latmodel calibrate`` for the analytical model)."""
     from tvm_latmodel.model.cost_model import HybridCostModel
     from tvm_latmodel.model.features import per_store_sums
     from tvm_latmodel.replay import find_databases, load_database
@@ -84,7 +88,7 @@ def featurise(paths, cache_dir: str, psf_from: str | None = None) -> dict[str, d
             continue
         t0 = time.time()
         (task,) = load_database(db, name=name)
-        model = HybridCostModel(target=task.target, pretrained=None)
+        model = HybridCostModel(target=task.target, pretrained=None, hardware=hardware)
         ctx = make_context(task.mod, task.target)
         cands = task.candidates()
         ests = model._analytical(ctx, cands)
@@ -219,6 +223,9 @@ def main() -> int:
     ap.add_argument("--psf-from", default=None,
                     help="another cache folder of the same logs: take TVM's per-store sums from it "
                          "(they do not depend on the analytical model) and compute only the analytical terms")
+    ap.add_argument("--hardware", default=None,
+                    help="a hardware spec JSON (from `tvm-latmodel calibrate`) for the analytical model "
+                         "instead of the defaults of each log's target (use a cache of its own)")
     ap.add_argument("--families", nargs="*", default=None, help="families to use (default: all)")
     ap.add_argument("--objectives", nargs="*",
                     default=["analytical", "reg:squarederror", "reg:headweighted", "rank:pairwise", "rank:ndcg"])
@@ -234,7 +241,7 @@ def main() -> int:
     args = ap.parse_args()
     from tvm_latmodel.replay import family_of
 
-    data = featurise(args.logs, args.cache or os.path.join(args.out, "cache"), args.psf_from)
+    data = featurise(args.logs, args.cache or os.path.join(args.out, "cache"), args.psf_from, args.hardware)
     fams = set(args.families) if args.families else {family_of(n) for n in data}
     rows = run(data, args.objectives, fams, args.seeds, args.pretrained_weight, args.evidence_half,
                args.feature_set, args.in_sample)
