@@ -39,7 +39,6 @@ evaluated in pure Python, so a 3x3 conv schedule summarizes in about 2 ms.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 import tvm
@@ -223,7 +222,7 @@ class _Walker:
         self.region_tags: dict[int, dict[str, int]] = {}
         self.shared_accesses: list = []
         self.next_region = 0
-        self.blocks: list[BlockSummary] = []
+        self.blocks: list = []  # each block's BlockSummary fields (dicts until finish)
         self.unroll = 0
         self.cur_unroll = 0  # auto-unroll step in effect at the current loop
         # TVM's UnrollLoop pass, replayed (tirx/transforms/unroll_loop.cc):
@@ -478,8 +477,9 @@ class _Walker:
                             inner = j + 1
                     self.region_local[region] = max(self.region_local.get(region, 0.0), a.footprint_bytes[inner])
         store_bits = _bits(store.buffer.dtype) if store is not None else _bits(blk.writes[0].source.dtype)
-        self.blocks.append(BlockSummary(
-            name=str(blk.name_hint), region=region, loops=tuple(loops), work_points=work,
+        # The block's fields, made a BlockSummary once the unroll verdicts are in (finish).
+        self.blocks.append(dict(
+            name=str(blk.name_hint), region=region, loops=loops, work_points=work,
             useful_points=useful, ops_per_point=ops, vector_extent=vec, dtype_bits=store_bits,
             accesses=tuple(accesses), reduce_level=reduce_level, vector_gathers=gathers,
             chain_length=float(chain if reduce_level else 0), fma_per_point=fmas, libm_calls_per_point=libm,
@@ -489,25 +489,21 @@ class _Walker:
     def finish(self) -> None:
         """Apply the unroll verdicts to every block's loops, then decide what
         LLVM vectorizes in the blocks that have no vectorized loop."""
-        blocks = []
-        for b, var_ids in zip(self.blocks, self.block_vars):
+        for i, (b, var_ids) in enumerate(zip(self.blocks, self.block_vars)):
             flags = ["tvm" if self.unrolled.get(v, False) else "" for v in var_ids]
             if not self.gpu:
-                _llvm_full_unroll(b, flags)
-            loops = tuple(Loop(lp.extent, lp.kind, u) for lp, u in zip(b.loops, flags))
-            b = dataclasses.replace(b, loops=loops)
-            guard = self.guards.get(len(blocks))
+                _llvm_full_unroll(b["loops"], b["ops_per_point"], len(b["accesses"]), flags)
+            loops = b["loops"] = tuple(Loop(lp.extent, lp.kind, u) for lp, u in zip(b["loops"], flags))
+            guard = self.guards.get(i)
             if guard is not None:
                 # Copies whose guard unrolling makes constant-false are gone.
                 live = live_copy_fraction(guard, var_ids, loops, self.n_vars)
                 if live < 1.0:
-                    b = dataclasses.replace(b, work_points=b.work_points * live)
-            blocks.append(b)
+                    b["work_points"] *= live
         for i, var_ids, reduce_vars, compiled, n_vars in self.pending:
-            b = blocks[i]
-            blocks[i] = dataclasses.replace(
-                b, auto_vector_extent=_auto_vector(b.loops, var_ids, reduce_vars, b.reduce_level, compiled, n_vars))
-        self.blocks = blocks
+            b = self.blocks[i]
+            b["auto_vector_extent"] = _auto_vector(b["loops"], var_ids, reduce_vars, b["reduce_level"], compiled, n_vars)
+        self.blocks = [BlockSummary(**b) for b in self.blocks]
 
 
 def _has_block(stmt) -> bool:
@@ -551,7 +547,7 @@ def _tensorized_work(compiled) -> tuple[float, float, int] | None:
     return max([written] + operands), 0.0, int(written)
 
 
-def _llvm_full_unroll(b: BlockSummary, flags: list) -> None:
+def _llvm_full_unroll(loops, ops_per_point: float, n_accesses: int, flags: list) -> None:
     """Mark the loops LLVM fully unrolls by itself (in place).
 
     From the innermost loop TVM left rolled outward: a serial loop whose
@@ -560,9 +556,9 @@ def _llvm_full_unroll(b: BlockSummary, flags: list) -> None:
     ``_LLVM_FULL_UNROLL_THRESHOLD`` is unrolled, and its body grows by its
     trip count; the first loop that does not fit (or is not serial) stops it.
     """
-    cost = float(b.ops_per_point + len(b.accesses) + 1)
-    for j in range(len(b.loops) - 1, -1, -1):
-        lp = b.loops[j]
+    cost = float(ops_per_point + n_accesses + 1)
+    for j in range(len(loops) - 1, -1, -1):
+        lp = loops[j]
         if flags[j] or lp.extent == 1:
             cost *= lp.extent
             continue
