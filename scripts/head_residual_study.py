@@ -27,7 +27,8 @@ the same logs (on the 54 CPU logs a whole study then takes about a minute
 on 2 cores).
 ``--hardware`` takes a spec from ``tvm-latmodel calibrate`` for the
 analytical model in place of the defaults of each log's target (it changes
-the analytical terms, so it too needs a cache of its own). The transfer residual's fit is deterministic; what moves its
+the analytical terms, so it too needs a cache of its own: a cache records the
+spec its terms were computed with and refuses to serve another). The transfer residual's fit is deterministic; what moves its
 held-out metrics is the training set (stop 22: leaving one more family out
 moved held-out zero-shot top-1 by -0.040 to +0.018), so a limit tighter
 than that cannot tell a change from a reshuffled training set.
@@ -49,10 +50,12 @@ SHOTS = (16, 32, 64)
 
 
 # ----------------------------------------------------------------- featurising
-def _cached(cache_dir: str | None, name: str, n_lines: int) -> dict | None:
+def _cached(cache_dir: str | None, name: str, n_lines: int, hardware: str | None = None) -> dict | None:
     """The cached features of task ``name`` in ``cache_dir``, or None when
     there are none for its current ``n_lines`` log lines (older caches,
-    without ``canonical``, held raw per-store rows)."""
+    without ``canonical``, held raw per-store rows). ``hardware``: the
+    :func:`_hardware_key` the analytical terms must have been computed with
+    (None: not checked, for the per-store sums alone)."""
     if not cache_dir:
         return None
     f = os.path.join(cache_dir, name + ".npz")
@@ -61,7 +64,22 @@ def _cached(cache_dir: str | None, name: str, n_lines: int) -> dict | None:
     z = np.load(f, allow_pickle=False)
     if int(z["n_lines"]) != n_lines or "canonical" not in z.files:
         return None
+    made_with = str(z["hardware"]) if "hardware" in z.files else "defaults"  # older caches: defaults
+    if hardware is not None and made_with != hardware:
+        raise SystemExit(f"{f}: analytical terms computed with hardware {made_with}, not {hardware}: "
+                         "give a --cache of its own")
     return {k: z[k] for k in z.files}
+
+
+def _hardware_key(path: str | None) -> str:
+    """What a cache records of the hardware spec: ``defaults``, or the spec
+    file's name and the sha1 of its bytes."""
+    if path is None:
+        return "defaults"
+    import hashlib
+
+    with open(path, "rb") as f:
+        return f"{os.path.basename(path)}:{hashlib.sha1(f.read()).hexdigest()[:12]}"
 
 
 def featurise(paths, cache_dir: str, psf_from: str | None = None, hardware: str | None = None) -> dict[str, dict]:
@@ -74,6 +92,7 @@ def featurise(paths, cache_dir: str, psf_from: str | None = None, hardware: str 
     from tvm_latmodel.sampling import make_context
 
     os.makedirs(cache_dir, exist_ok=True)
+    hw_key = _hardware_key(hardware)
     out = {}
     dbs = []
     for p in paths:
@@ -82,7 +101,7 @@ def featurise(paths, cache_dir: str, psf_from: str | None = None, hardware: str 
         name = db.name
         f = os.path.join(cache_dir, name + ".npz")
         n_lines = sum(1 for line in open(db / "database_tuning_record.json") if line.strip())
-        cached = _cached(cache_dir, name, n_lines)
+        cached = _cached(cache_dir, name, n_lines, hw_key)
         if cached is not None:
             out[name] = cached
             continue
@@ -105,7 +124,7 @@ def featurise(paths, cache_dir: str, psf_from: str | None = None, hardware: str 
         d = {"psf": psf, "terms": terms, "term_names": np.array(names),
              "log_a": np.log(np.maximum([e.latency_s for e in ests], 1e-12)),
              "log_m": np.log(task.latencies_s), "bound": np.array([e.roofline_bound_s for e in ests]),
-             "n_lines": np.array(n_lines), "canonical": np.array(1)}
+             "n_lines": np.array(n_lines), "canonical": np.array(1), "hardware": np.array(hw_key)}
         np.savez_compressed(f, **d)
         out[name] = d
         print(f"[features] {name}: {len(cands)} records, {time.time() - t0:.0f}s", file=sys.stderr, flush=True)

@@ -1162,3 +1162,26 @@ def test_head_study_psf_from_refuses_features_of_another_log(tmp_path):
     np.savez(other / "NRM_0.npz", psf=np.zeros((3, 164)), n_lines=np.array(n_lines), canonical=np.array(1))
     with pytest.raises(SystemExit, match=f"{other}: NRM_0 has 3 feature rows for"):
         hs.featurise([str(logs)], str(tmp_path / "cache2"), str(other))
+
+
+def test_head_study_refuses_a_cache_made_with_another_hardware_spec(tmp_path):
+    """--hardware changes the analytical terms, so a cache computed with the
+    target's defaults is refused (naming the file and both specs) rather
+    than read as if it held the calibrated terms, and the other way round."""
+    hs = _load_script("head_residual_study")
+    logs = tmp_path / "logs"
+    shutil.copytree(os.path.join(ROOT, "tuning_logs", "cpu", "NRM_0"), logs / "NRM_0")
+    spec = os.path.join(ROOT, "benchmarks", "modes", "calibrated_znver4.json")
+    cache = tmp_path / "cache"
+    default = hs.featurise([str(logs)], str(cache))
+    with pytest.raises(SystemExit, match=r"NRM_0.npz: analytical terms computed with hardware defaults, "
+                                         r"not calibrated_znver4.json:[0-9a-f]{12}"):
+        hs.featurise([str(logs)], str(cache), hardware=spec)
+    other = tmp_path / "calibrated"
+    calibrated = hs.featurise([str(logs)], str(other), str(cache), hardware=spec)
+    assert not np.array_equal(calibrated["NRM_0"]["log_a"], default["NRM_0"]["log_a"])
+    assert np.array_equal(calibrated["NRM_0"]["psf"], default["NRM_0"]["psf"])
+    assert hs.featurise([str(logs)], str(other), hardware=spec)["NRM_0"]["log_a"].tolist() == \
+        calibrated["NRM_0"]["log_a"].tolist()
+    with pytest.raises(SystemExit, match="computed with hardware calibrated_znver4.json:.*, not defaults"):
+        hs.featurise([str(logs)], str(other))
