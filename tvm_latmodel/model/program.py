@@ -579,9 +579,12 @@ def _auto_vector(loops, var_ids, reduce_vars, reduce_level, compiled, n_vars) ->
       (copies outside the reduction loop are separated by its dependent
       updates, and in a large unrolled body SLP then only builds vectors
       lane by lane);
-    * the innermost loop left rolled when every unrolled loop inside it is a
-      reduction (e.g. a channel loop outside fully unrolled filter taps):
-      LLVM's loop vectorizer sees it as the innermost loop.
+    * the innermost loop left rolled (e.g. a channel loop outside fully
+      unrolled filter taps): LLVM's loop vectorizer sees it as the
+      innermost loop. Whatever is unrolled inside it, reductions or not:
+      asking for reductions only agreed with LLVM's assembly less often
+      (``benchmarks/modes/vectorizer_check.md``), although it also credits
+      some loops LLVM leaves scalar (spatial copies unrolled inside).
 
     A candidate must be a serial or unrolled loop over a non-reduction axis
     (a float reduction is not reassociated without fast-math) along which
