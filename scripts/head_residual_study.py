@@ -24,11 +24,12 @@ kept for a final held-out check are never looked at while choosing.
 A change to the analytical model needs a cache of its own, but not TVM's
 per-store features again: ``--psf-from`` takes them from another cache of
 the same logs (on the 54 CPU logs a whole study then takes about a minute
-on 2 cores).
-``--hardware`` takes a spec from ``tvm-latmodel calibrate`` for the
-analytical model in place of the defaults of each log's target (it changes
-the analytical terms, so it too needs a cache of its own: a cache records the
-spec its terms were computed with and refuses to serve another). The transfer residual's fit is deterministic; what moves its
+on 2 cores). ``--hardware`` takes a spec from ``tvm-latmodel calibrate``
+for the analytical model in place of the defaults of each log's target (it
+changes the analytical terms, so it too needs a cache of its own: a cache
+records the spec its terms were computed with and refuses to serve another).
+
+The transfer residual's fit is deterministic; what moves its
 held-out metrics is the training set (stop 22: leaving one more family out
 moved held-out zero-shot top-1 by -0.040 to +0.018), so a limit tighter
 than that cannot tell a change from a reshuffled training set.
@@ -86,6 +87,7 @@ def featurise(paths, cache_dir: str, psf_from: str | None = None, hardware: str 
     """Per task: {"psf": (n,164), "terms": (n,k), "term_names", "log_a", "log_m", "bound"}
     (``psf_from``: a cache folder of the same logs to take the per-store sums from;
     ``hardware``: a spec JSON from ``tvm-latmodel calibrate`` for the analytical model)."""
+    from tvm_latmodel.hardware import HardwareSpec
     from tvm_latmodel.model.cost_model import HybridCostModel
     from tvm_latmodel.model.features import per_store_sums
     from tvm_latmodel.replay import find_databases, load_database
@@ -93,6 +95,7 @@ def featurise(paths, cache_dir: str, psf_from: str | None = None, hardware: str 
 
     os.makedirs(cache_dir, exist_ok=True)
     hw_key = _hardware_key(hardware)
+    spec = HardwareSpec.load(hardware) if hardware is not None else None  # read once, checked before any task
     out = {}
     dbs = []
     for p in paths:
@@ -107,7 +110,7 @@ def featurise(paths, cache_dir: str, psf_from: str | None = None, hardware: str 
             continue
         t0 = time.time()
         (task,) = load_database(db, name=name)
-        model = HybridCostModel(target=task.target, pretrained=None, hardware=hardware)
+        model = HybridCostModel(target=task.target, pretrained=None, hardware=spec)
         ctx = make_context(task.mod, task.target)
         cands = task.candidates()
         ests = model._analytical(ctx, cands)
