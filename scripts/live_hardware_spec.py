@@ -19,41 +19,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import shutil
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from live_side_by_side import _gmean, _tune  # noqa: E402 - this folder's sibling script
+
 DEFAULT_WORKLOADS = ["R18:1", "XFM:2", "C2D:0", "DEP:1"]
 CONFIGS = ("default", "calibrated")
-
-
-def _gmean(xs):
-    xs = [x for x in xs if x]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
-
-
-def _tune(name, config, hardware, trials, seed, out, path) -> dict:
-    from tvm_latmodel.fileformat import write_json
-    from tvm_latmodel.targets import host_target
-    from tvm_latmodel.tuning import tune_workload
-    from tvm_latmodel.workloads import get_workload
-
-    target = host_target()
-    work_dir = os.path.join(out, "work_dirs", os.path.basename(path)[:-5])
-    if os.path.isdir(work_dir):  # an interrupted run: start it again cleanly
-        shutil.rmtree(work_dir)
-    print(f"[live] {name} {config} seed {seed}: {trials} trials", file=sys.stderr, flush=True)
-    rep = tune_workload(get_workload(name), target, work_dir=work_dir, trials=trials, cost_model="hybrid",
-                        seed=seed, workload_name=name, hardware=hardware if config == "calibrated" else None)
-    d = rep.to_dict()
-    d.update(target=str(target), seed=seed, config=config,
-             hardware=os.path.abspath(hardware) if config == "calibrated" else "defaults")
-    write_json(path, d)
-    shutil.rmtree(work_dir, ignore_errors=True)  # the curve is in the JSON
-    return d
 
 
 def write_table(results, args) -> str:
@@ -94,13 +68,14 @@ def main() -> int:
     for seed in args.seeds:  # seed-major: a stopped run leaves whole seeds done
         for name in args.workloads:
             for config in CONFIGS:
-                path = os.path.join(args.out, f"{name.replace(':', '_')}-{config}-s{seed}.json")
+                key = f"{name.replace(':', '_')}-{config}-s{seed}"
+                path = os.path.join(args.out, key + ".json")
                 if os.path.exists(path):
                     with open(path) as f:
                         results[(name, config, seed)] = json.load(f)
                     continue
-                results[(name, config, seed)] = _tune(name, config, args.hardware, args.trials, seed,
-                                                      args.out, path)
+                results[(name, config, seed)] = _tune(name, "hybrid", args.trials, seed, args.out, key, path,
+                                                      args.hardware if config == "calibrated" else None)
     print(write_table(results, args))
     return 0
 

@@ -67,7 +67,10 @@ def main() -> int:
     return 0
 
 
-def _tune(name, model, trials, seed, out, key, path) -> dict:
+def _tune(name, model, trials, seed, out, key, path, hardware=None) -> dict:
+    """Tune ``name`` with cost model ``model`` and write the report to
+    ``path``; ``hardware``: a spec JSON from ``calibrate`` (default: the
+    target's defaults, as ``tune`` without ``--hardware``)."""
     from tvm_latmodel.fileformat import write_json
     from tvm_latmodel.targets import host_target
     from tvm_latmodel.tuning import tune_workload
@@ -77,12 +80,14 @@ def _tune(name, model, trials, seed, out, key, path) -> dict:
     work_dir = os.path.join(out, "work_dirs", key)
     if os.path.isdir(work_dir):  # an interrupted run: start it again cleanly
         shutil.rmtree(work_dir)
-    print(f"[live] {name} {model} seed {seed}: {trials} trials", file=sys.stderr, flush=True)
+    spec = "defaults" if hardware is None else os.path.abspath(hardware)
+    print(f"[live] {name} {model} seed {seed}: {trials} trials, hardware {spec}", file=sys.stderr, flush=True)
     rep = tune_workload(get_workload(name), target, work_dir=work_dir, trials=trials, cost_model=model,
-                        seed=seed, workload_name=name)
+                        seed=seed, workload_name=name, hardware=hardware)
     d = rep.to_dict()
     d["target"] = str(target)
     d["seed"] = seed
+    d["hardware"] = spec
     write_json(path, d)
     shutil.rmtree(work_dir, ignore_errors=True)  # the curve is in the JSON
     return d
