@@ -50,8 +50,37 @@ def test_hand_schedule_numbers():
     assert fp["A"][3] == 64 * 4 and fp["B"][3] == 64 * 16 * 4
     # whole program: the buffers
     assert fp["A"][0] == 64 * 64 * 4 and fp["B"][0] == 64 * 64 * 4
-    assert ps.unique_bytes == 3 * 64 * 64 * 4
+    assert ps.held_bytes() == 3 * 64 * 64 * 4
 
+
+
+def test_intermediates_are_held_at_the_size_tvm_compacts_them_to():
+    """A cache-write buffer written back under the parallel loop is
+    allocated there, one 8x64 tile per parallel iteration (as TVM's
+    PlanAndUpdateBufferAllocationLocation + CompactBufferAllocation do),
+    not at its declared 64x64."""
+    from tvm import s_tir
+
+    sch = tvm.s_tir.Schedule(_matmul())
+    blk = sch.get_sblock("C")
+    cw = sch.cache_write(blk, 0, "global")
+    i, j, k = sch.get_loops(blk)
+    i0, i1 = sch.split(i, [8, 8])
+    sch.parallel(i0)
+    sch.reverse_compute_at(cw, i0)
+    ps = summarize(sch.mod, "cpu")
+    inter = next(n for n in ps.buffer_bytes if n not in ("A", "B", "C"))
+    assert ps.buffer_bytes[inter] == 8 * 64 * 4
+    assert ps.buffer_copies == {inter: 8}
+    params = 3 * 64 * 64 * 4
+    assert ps.held_bytes(1) == params + 8 * 64 * 4
+    assert ps.held_bytes(4) == params + 4 * 8 * 64 * 4  # four cores: four tiles alive
+    assert ps.held_bytes(16) == params + 8 * 8 * 64 * 4  # never more than the 8 iterations
+    # TVM's own passes agree on the tile
+    lowered = tvm.ir.transform.Sequential([
+        s_tir.transform.LowerInitBlock(), s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+        s_tir.transform.ConvertBlocksToOpaque(), s_tir.transform.CompactBufferAllocation()])(sch.mod)
+    assert f"{inter} = T.sblock_alloc_buffer((8, 64))" in lowered.script()
 
 def _tiled_matmul(vector_axis="j"):
     """64^3 matmul: i0 (parallel) j0 i1 k j1, with j1 or i1 vectorized (or none)."""

@@ -318,10 +318,10 @@ def gpu_blocks_per_sm(threads_per_block: int, shared_bytes_per_block: float, reg
     return int(limits[name]), name
 
 
-def roofline_bound_s(flops: float, unique_bytes: float, hw: HardwareSpec) -> float:
+def roofline_bound_s(flops: float, held_bytes: float, hw: HardwareSpec) -> float:
     """The best any schedule could do: ``max(flops / peak, bytes / DRAM bandwidth)``."""
     dram = hw.memory[-1].bandwidth_gbps * 1e9
-    return max(flops / (hw.peak_gflops * 1e9), unique_bytes / dram)
+    return max(flops / (hw.peak_gflops * 1e9), held_bytes / dram)
 
 
 # ----------------------------------------------------------- the estimate
@@ -380,15 +380,17 @@ class Estimate:
         }
 
 
-def warm_in_last_cache(unique_bytes: float, hw: HardwareSpec) -> bool:
+def warm_in_last_cache(held_bytes: float, hw: HardwareSpec) -> bool:
     """Whether every buffer stays in the last-level cache between timed runs.
 
-    ``unique_bytes <= size of the last cache level`` (L3 on CPU, L2 on GPU).
+    ``held_bytes <= size of the last cache level`` (L3 on CPU, L2 on GPU),
+    with ``held_bytes`` from :meth:`ProgramSummary.held_bytes` (parameters,
+    and intermediates as TVM's buffer compaction allocates them).
     MetaSchedule's runner and ``scripts/gpu_timer.py`` repeat a kernel
     without flushing caches, so such a program's DRAM traffic is zero.
     """
     caches = hw.memory[:-1]
-    return bool(caches) and unique_bytes <= caches[-1].size_bytes
+    return bool(caches) and held_bytes <= caches[-1].size_bytes
 
 
 def _levels(hw: HardwareSpec, concurrent: int, gpu: bool, warm: bool = False):
@@ -564,11 +566,12 @@ def estimate(summary: ProgramSummary, hw: HardwareSpec) -> Estimate:
     """
     if summary.target_kind != hw.kind:
         raise ValueError(f"a {summary.target_kind} program cannot be estimated on {hw.kind} hardware ({hw.name})")
-    warm = warm_in_last_cache(summary.unique_bytes, hw)
+    held = summary.held_bytes(hw.parallel_units)
+    warm = warm_in_last_cache(held, hw)
     regions = [_region_terms(r, hw, warm) for r in summary.regions]
     latency = sum(r.latency_s for r in regions)
     if not regions:
         latency = hw.launch_overhead_s * SERIAL_OVERHEAD_FRACTION
     flops = summary.flops
-    bound = roofline_bound_s(flops, summary.unique_bytes, hw)
+    bound = roofline_bound_s(flops, held, hw)
     return Estimate(latency_s=latency, regions=regions, flops=flops, roofline_bound_s=bound)

@@ -182,6 +182,7 @@ class ProgramSummary:
     regions: tuple[Region, ...]
     unroll_max_step: int
     buffer_bytes: dict = field(default_factory=dict)
+    buffer_copies: dict = field(default_factory=dict)
 
     @property
     def flops(self) -> float:
@@ -191,10 +192,17 @@ class ProgramSummary:
     def blocks(self) -> list[BlockSummary]:
         return [b for r in self.regions for b in r.blocks]
 
-    @property
-    def unique_bytes(self) -> float:
-        """Bytes of the function's parameters and global intermediates."""
-        return float(sum(self.buffer_bytes.values()))
+    def held_bytes(self, concurrent: int = 1) -> float:
+        """Bytes of global memory the program holds at once.
+
+        ``buffer_bytes``: each parameter's size, and each global
+        intermediate's allocation as TVM compiles it (see
+        :func:`_compacted_intermediates`). An intermediate allocated inside
+        a parallel loop exists once per running iteration:
+        ``min(buffer_copies, concurrent)`` copies.
+        """
+        c = max(1, int(concurrent))
+        return float(sum(b * min(self.buffer_copies.get(n, 1), c) for n, b in self.buffer_bytes.items()))
 
 
 class SummaryError(ValueError):
@@ -236,6 +244,7 @@ class _Walker:
         self.guards: dict = {}  # block index -> compiled guard: see indexing.live_copy_fraction
         self.block_vars: list = []  # loop variables of each block's nest
         self.buffer_info: dict = {}  # buffer handle -> (name, scope, bits, bytes, shape, strides)
+        self.allocated: set = set()  # names of the buffers blocks allocate (intermediates)
 
     # -- statements
     def stmt(self, s):
@@ -327,6 +336,8 @@ class _Walker:
     def block_realize(self, br):
         blk = br.block
         body = blk.body
+        for buf in blk.alloc_buffers[:]:
+            self.allocated.add(str(buf.name))
         if type(body).__name__ == "BufferStore":
             # A leaf block; a reduction's init (one store per output) is
             # small next to its update and is not counted as work (but it is
@@ -639,6 +650,49 @@ def _shared_allocations(w: _Walker) -> None:
         w.region_shared[region] = w.region_shared.get(region, 0.0) + fps[depth]
 
 
+def _compacted_intermediates(w: _Walker) -> tuple[dict, dict]:
+    """Bytes and enclosing parallel iterations of each global buffer (CPU).
+
+    TVM's lowering (``PlanAndUpdateBufferAllocationLocation`` then
+    ``CompactBufferAllocation``) allocates an intermediate inside the
+    innermost loop enclosing every block that touches it, shrunk to the
+    region one iteration of that loop touches: its size is the largest
+    footprint of those blocks there, and a parallel loop around it gives
+    each running iteration its own copy. Parameters (buffers no block
+    allocates) keep their size.
+    """
+    sites: dict = {}  # buffer -> [common var prefix, largest footprint per level of it]
+    nbytes: dict = {}
+    for b, var_ids in zip(w.blocks, w.block_vars):
+        for a in b.accesses:
+            if a.scope not in ("global", ""):
+                continue
+            nbytes[a.buffer] = a.buffer_bytes
+            if a.buffer not in w.allocated:
+                continue
+            site = sites.get(a.buffer)
+            if site is None:
+                sites[a.buffer] = [var_ids, b.loops, list(a.footprint_bytes)]
+                continue
+            common = 0
+            for x, y in zip(site[0], var_ids):
+                if x != y:
+                    break
+                common += 1
+            site[0], site[1] = site[0][:common], site[1][:common]
+            site[2] = [max(x, y) for x, y in zip(site[2][:common + 1], a.footprint_bytes)]
+    copies: dict = {}
+    for name, (prefix, loops, fps) in sites.items():
+        nbytes[name] = min(nbytes[name], fps[len(prefix)])
+        par = 1
+        for lp in loops:
+            if lp.kind == "parallel":
+                par *= lp.extent
+        if par > 1:
+            copies[name] = par
+    return nbytes, copies
+
+
 def summarize(mod, target_kind: str = "cpu") -> ProgramSummary:
     """Summarize the PrimFunc ``main`` (or the only PrimFunc) of ``mod``.
 
@@ -695,7 +749,11 @@ def summarize(mod, target_kind: str = "cpu") -> ProgramSummary:
         else:
             regions.append(Region(r, w.region_units[r], w.region_threads[r],
                                   w.region_shared.get(r, 0.0), w.region_local.get(r, 0.0), tuple(blocks)))
-    buffer_bytes = {a.buffer: a.buffer_bytes for b in w.blocks for a in b.accesses
-                    if a.scope in ("global", "")}
+    if gpu:
+        buffer_bytes = {a.buffer: a.buffer_bytes for b in w.blocks for a in b.accesses
+                        if a.scope in ("global", "")}
+        copies: dict = {}
+    else:
+        buffer_bytes, copies = _compacted_intermediates(w)
     return ProgramSummary(target_kind=target_kind, regions=tuple(regions), unroll_max_step=w.unroll,
-                          buffer_bytes=buffer_bytes)
+                          buffer_bytes=buffer_bytes, buffer_copies=copies)
