@@ -57,7 +57,10 @@ named in ``tvm-latmodel explain``:
   threads, registers and shared memory, deciding the concurrent units.
 * **warm last-level cache** (:func:`warm_in_last_cache`): tuners time a
   kernel by running it repeatedly without flushing caches, so a program
-  whose buffers all fit in the last-level cache never goes to DRAM.
+  whose buffers all fit in the last-level cache never goes to DRAM. The
+  buffers are counted as compiled: an intermediate at the tile TVM's
+  buffer compaction allocates, once per running parallel iteration
+  (:meth:`~tvm_latmodel.model.program.ProgramSummary.held_bytes`).
 * **overhead**: a fixed cost per parallel region / kernel launch.
 
 No TVM object enters this module: inputs are a
