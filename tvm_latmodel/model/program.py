@@ -339,8 +339,6 @@ class _Walker:
     def block_realize(self, br):
         blk = br.block
         body = blk.body
-        for buf in blk.alloc_buffers[:]:
-            self.allocated.add(str(buf.name))
         if type(body).__name__ == "BufferStore":
             # A leaf block; a reduction's init (one store per output) is
             # small next to its update and is not counted as work (but it is
@@ -353,6 +351,10 @@ class _Walker:
             self.step_count += 1
             self.leaf_block(br, blk, None)
         else:
+            # (MetaSchedule's leaf blocks allocate nothing: intermediates
+            # are allocated by the root block)
+            for buf in blk.alloc_buffers[:]:
+                self.allocated.add(str(buf.name))
             if blk.init is not None:
                 self.stmt(blk.init)
             self.stmt(body)
