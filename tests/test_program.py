@@ -53,7 +53,6 @@ def test_hand_schedule_numbers():
     assert ps.held_bytes() == 3 * 64 * 64 * 4
 
 
-
 def test_intermediates_are_held_at_the_size_tvm_compacts_them_to():
     """A cache-write buffer written back under the parallel loop is
     allocated there, one 8x64 tile per parallel iteration (as TVM's
@@ -81,6 +80,7 @@ def test_intermediates_are_held_at_the_size_tvm_compacts_them_to():
         s_tir.transform.LowerInitBlock(), s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
         s_tir.transform.ConvertBlocksToOpaque(), s_tir.transform.CompactBufferAllocation()])(sch.mod)
     assert f"{inter} = T.sblock_alloc_buffer((8, 64))" in lowered.script()
+
 
 def _tiled_matmul(vector_axis="j"):
     """64^3 matmul: i0 (parallel) j0 i1 k j1, with j1 or i1 vectorized (or none)."""
