@@ -646,13 +646,19 @@ def _shared_allocations(w: _Walker) -> None:
         depth = len(loops)
         for r2, n2, w2, loops2, _ in w.shared_accesses:
             if r2 == region and n2 == name and not w2:
-                common = 0
-                for x, y in zip(loops, loops2):
-                    if x != y:
-                        break
-                    common += 1
-                depth = min(depth, common)
+                depth = min(depth, _common_depth(loops, loops2))
         w.region_shared[region] = w.region_shared.get(region, 0.0) + fps[depth]
+
+
+def _common_depth(var_ids, other) -> int:
+    """How many outer loops two blocks' nests share (their loop variables
+    from the outside in): the depth of the innermost loop enclosing both."""
+    depth = 0
+    for x, y in zip(var_ids, other):
+        if x != y:
+            break
+        depth += 1
+    return depth
 
 
 def _compacted_intermediates(w: _Walker) -> tuple[dict, dict]:
@@ -666,7 +672,9 @@ def _compacted_intermediates(w: _Walker) -> tuple[dict, dict]:
     each running iteration its own copy. Parameters (buffers no block
     allocates) keep their size.
     """
-    sites: dict = {}  # buffer -> [common var prefix, largest footprint per level of it]
+    # buffer -> [loop variables enclosing all its blocks so far, a block's
+    # loops (the first one's), largest footprint at each of those levels]
+    sites: dict = {}
     nbytes: dict = {}
     for b, var_ids in zip(w.blocks, w.block_vars):
         for a in b.accesses:
@@ -679,18 +687,14 @@ def _compacted_intermediates(w: _Walker) -> tuple[dict, dict]:
             if site is None:
                 sites[a.buffer] = [var_ids, b.loops, list(a.footprint_bytes)]
                 continue
-            common = 0
-            for x, y in zip(site[0], var_ids):
-                if x != y:
-                    break
-                common += 1
-            site[0], site[1] = site[0][:common], site[1][:common]
+            common = _common_depth(site[0], var_ids)
+            site[0] = site[0][:common]
             site[2] = [max(x, y) for x, y in zip(site[2][:common + 1], a.footprint_bytes)]
     copies: dict = {}
     for name, (prefix, loops, fps) in sites.items():
         nbytes[name] = min(nbytes[name], fps[len(prefix)])
         par = 1
-        for lp in loops:
+        for lp in loops[:len(prefix)]:
             if lp.kind == "parallel":
                 par *= lp.extent
         if par > 1:
