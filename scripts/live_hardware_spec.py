@@ -18,13 +18,12 @@ schedule).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from live_side_by_side import _gmean, _tune  # noqa: E402 - this folder's sibling script
+from live_side_by_side import _finished, _gmean, _tune  # noqa: E402 - this folder's sibling script
 
 DEFAULT_WORKLOADS = ["R18:1", "XFM:2", "C2D:0", "DEP:1"]
 CONFIGS = ("default", "calibrated")
@@ -68,11 +67,9 @@ def main() -> int:
     for seed in args.seeds:  # seed-major: a stopped run leaves whole seeds done
         for name in args.workloads:
             for config in CONFIGS:
-                key = f"{name.replace(':', '_')}-{config}-s{seed}"
-                path = os.path.join(args.out, key + ".json")
-                if os.path.exists(path):
-                    with open(path) as f:
-                        results[(name, config, seed)] = json.load(f)
+                key, path, done = _finished(args.out, name, config, seed)
+                if done is not None:
+                    results[(name, config, seed)] = done
                     continue
                 results[(name, config, seed)] = _tune(name, "hybrid", args.trials, seed, args.out, key, path,
                                                       args.hardware if config == "calibrated" else None)

@@ -53,11 +53,9 @@ def main() -> int:
         for name in args.workloads:
             for model in MODELS:
                 trials = args.hybrid_trials if model == "hybrid" else args.xgb_trials
-                key = f"{name.replace(':', '_')}-{model}-s{seed}"
-                path = os.path.join(args.out, key + ".json")
-                if os.path.exists(path):
-                    with open(path) as f:
-                        results[(name, model, seed)] = json.load(f)
+                key, path, done = _finished(args.out, name, model, seed)
+                if done is not None:
+                    results[(name, model, seed)] = done
                     continue
                 if args.report_only:
                     continue
@@ -65,6 +63,18 @@ def main() -> int:
     write_table(results, args)
     plot_curves(results, args)
     return 0
+
+
+def _finished(out, name, label, seed):
+    """``(key, path, result)`` of one run in ``out``: its file name, and the
+    report a finished run left there (None if not run yet), so a stopped
+    benchmark resumes."""
+    key = f"{name.replace(':', '_')}-{label}-s{seed}"
+    path = os.path.join(out, key + ".json")
+    if not os.path.exists(path):
+        return key, path, None
+    with open(path) as f:
+        return key, path, json.load(f)
 
 
 def _tune(name, model, trials, seed, out, key, path, hardware=None) -> dict:
