@@ -2,7 +2,7 @@
 """Which residual puts the fastest schedules first? Leave-one-family-out study.
 
 Every logged record is featurised once (TVM's per-store features summed over
-stores, the analytical terms, the analytical latency and roofline bound) and
+stores, the analytical terms, the analytical latency and the task's roofline bound) and
 cached per task as ``.npz`` under ``--cache`` (data only; resumable). Then,
 for each residual objective and each held-out family F:
 
@@ -84,12 +84,13 @@ def _hardware_key(path: str | None) -> str:
 
 
 def featurise(paths, cache_dir: str, psf_from: str | None = None, hardware: str | None = None) -> dict[str, dict]:
-    """Per task: {"psf": (n,164), "terms": (n,k), "term_names", "log_a", "log_m", "bound"}
+    """Per task: {"psf": (n,164), "terms": (n,k), "term_names", "log_a", "log_m", "task_bound"}
     (``psf_from``: a cache folder of the same logs to take the per-store sums from;
     ``hardware``: a spec JSON from ``tvm-latmodel calibrate`` for the analytical model)."""
     from tvm_latmodel.hardware import HardwareSpec
     from tvm_latmodel.model.cost_model import HybridCostModel
     from tvm_latmodel.model.features import per_store_sums
+    from tvm_latmodel.model.modes import task_bound_s
     from tvm_latmodel.replay import find_databases, load_database
     from tvm_latmodel.sampling import make_context
 
@@ -105,6 +106,12 @@ def featurise(paths, cache_dir: str, psf_from: str | None = None, hardware: str 
         f = os.path.join(cache_dir, name + ".npz")
         n_lines = sum(1 for line in open(db / "database_tuning_record.json") if line.strip())
         cached = _cached(cache_dir, name, n_lines, hw_key)
+        if cached is not None and "task_bound" not in cached:
+            # Caches before stop 26 hold each record's own bound: add the task's.
+            (task,) = load_database(db, name=name)
+            hw = HybridCostModel(target=task.target, pretrained=None, hardware=spec)._hardware(task.target)
+            cached["task_bound"] = np.array(task_bound_s(task.mod, hw))
+            np.savez_compressed(f, **cached)
         if cached is not None:
             out[name] = cached
             continue
@@ -126,7 +133,8 @@ def featurise(paths, cache_dir: str, psf_from: str | None = None, hardware: str 
         terms = np.array([[e.terms()[k] for k in names] for e in ests], dtype=np.float64)
         d = {"psf": psf, "terms": terms, "term_names": np.array(names),
              "log_a": np.log(np.maximum([e.latency_s for e in ests], 1e-12)),
-             "log_m": np.log(task.latencies_s), "bound": np.array([e.roofline_bound_s for e in ests]),
+             "log_m": np.log(task.latencies_s),
+             "task_bound": np.array(task_bound_s(task.mod, model._hardware(task.target))),
              "n_lines": np.array(n_lines), "canonical": np.array(1), "hardware": np.array(hw_key)}
         np.savez_compressed(f, **d)
         out[name] = d
@@ -144,7 +152,8 @@ def features(d: dict, feature_set: str = "psf+terms") -> np.ndarray:
     from tvm_latmodel.model.cost_model import analytical_features
 
     names = [str(n) for n in d["term_names"]]
-    rows = np.array([analytical_features(dict(zip(names, t)), b) for t, b in zip(d["terms"], d["bound"])])
+    bound = float(d["task_bound"])
+    rows = np.array([analytical_features(dict(zip(names, t)), bound) for t in d["terms"]])
     if feature_set == "terms":
         return rows.astype(np.float32)
     return np.concatenate([d["psf"], rows], axis=1).astype(np.float32)

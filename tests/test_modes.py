@@ -19,12 +19,14 @@ from tvm_latmodel.model.modes import (
     overlapped_time,
     padded_work_ratio,
     roofline_bound_s,
+    task_bound_s,
     register_spill_efficiency,
     roofline_time,
     warm_in_last_cache,
     wave_quantization,
 )
 from tvm_latmodel.model.program import Access, BlockSummary, Loop, ProgramSummary, Region
+from toys import square_matmul, tiled_matmul_schedule
 
 
 def cpu(cores=4, vector_bits=512, peak=400.0):
@@ -191,6 +193,21 @@ def test_roofline_bound():
     hw = cpu(peak=100.0)
     assert roofline_bound_s(1e9, 1e6, hw) == pytest.approx(0.01)
     assert roofline_bound_s(1e3, 2e9, hw) == pytest.approx(0.1)
+
+
+def test_task_bound_counts_the_parameters_once_at_the_bandwidth_that_serves_them():
+    """64x64x64 float32 matmul: 2 * 64**3 = 524,288 FLOPs; parameters
+    A, B, C 3 * 64 * 64 * 4 = 49,152 bytes. They fit the 16 MiB L3, so they
+    move at its 100 GB/s; with a 32 KiB L3 they come from DRAM at 20 GB/s."""
+    mod = square_matmul(64)
+    assert task_bound_s(mod, cpu(peak=400.0)) == pytest.approx(524288 / 400e9)  # compute: 1.31 us > 0.49 us
+    fast = cpu(peak=1e6)
+    assert task_bound_s(mod, fast) == pytest.approx(49152 / 100e9)
+    small_l3 = dataclasses.replace(fast, memory=fast.memory[:2] + (MemoryLevel("L3", 32 * 1024, 100.0, shared=True),
+                                                                  fast.memory[3]))
+    assert task_bound_s(mod, small_l3) == pytest.approx(49152 / 20e9)
+    # a schedule of the task has the same bound
+    assert task_bound_s(tiled_matmul_schedule(mod, 8, 16).mod, fast) == pytest.approx(49152 / 100e9)
 
 
 # -------------------------------------------------------------- occupancy

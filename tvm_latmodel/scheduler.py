@@ -152,7 +152,7 @@ def analytical_bounds(mod, target, *, samples: int = 4, seed: int = 0, model=Non
     Samples ``samples`` schedules of ``mod`` from MetaSchedule's design space,
     predicts each with ``model`` (default the analytical model alone,
     ``HybridCostModel(residual=False)``) and takes the best; the roofline
-    bound is the analytical estimate's (:func:`tvm_latmodel.model.modes.roofline_bound_s`).
+    bound is the task's (:func:`tvm_latmodel.model.modes.task_bound_s`).
 
     Raises
     ------
@@ -160,15 +160,14 @@ def analytical_bounds(mod, target, *, samples: int = 4, seed: int = 0, model=Non
         If no schedule could be sampled.
     """
     from .hardware import HardwareSpec
-    from .model.modes import estimate
-    from .model.program import summarize
+    from .model.modes import task_bound_s
     from .sampling import sampled_candidates
 
     context, candidates = sampled_candidates(mod, target, samples, seed=seed)
     if not candidates:
         raise RuntimeError("no valid schedule could be sampled")
     hw = HardwareSpec.from_target(target)
-    roofline = float(estimate(summarize(candidates[0].sch.mod, hw.kind), hw).roofline_bound_s)
+    roofline = float(task_bound_s(mod, hw))
     if model is None:
         from .model.cost_model import HybridCostModel
 

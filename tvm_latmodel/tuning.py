@@ -269,9 +269,7 @@ def _tune_locked(mod, target, *, work_dir, trials, cost_model, seed, pretrained,
                  measured_on, strategy) -> TuneReport:
     """:func:`tune_workload` once the work directory is locked and the runner chosen."""
     from .hardware import load_hardware
-    from .model.modes import estimate
-    from .model.program import summarize
-    from .sampling import sample_schedules
+    from .model.modes import task_bound_s
 
     hw = hardware if hardware is not None and not isinstance(hardware, str) else load_hardware(target, hardware)
     if model is None:
@@ -280,9 +278,7 @@ def _tune_locked(mod, target, *, work_dir, trials, cost_model, seed, pretrained,
         model = make_model(cost_model, seed=seed, pretrained=pretrained, target=target)
         if hasattr(model, "hardware"):
             model.hardware = hw
-    # The roofline bound needs FLOPs and unique bytes: any schedule has them.
-    probe = sample_schedules(mod, target, 1, seed=seed)
-    bound = estimate(summarize(probe[0].mod, hw.kind), hw).roofline_bound_s if probe else 0.0
+    bound = task_bound_s(mod, hw)
     flops = tvm.s_tir.analysis.estimate_tir_flops(mod)
     before = len(read_records(work_dir))
     bar = None

@@ -45,7 +45,7 @@ def _cmd_workloads(args) -> int:
 
 def _cmd_explain(args) -> int:
     from ..hardware import load_hardware
-    from ..model.modes import estimate
+    from ..model.modes import estimate, task_bound_s
     from ..model.program import summarize
     from ..sampling import sample_schedules
     from ..targets import parse_target
@@ -77,7 +77,7 @@ def _cmd_explain(args) -> int:
         return 0
     flops = ests[0].flops
     print(f"workload {args.workload}: {flops / 1e6:.1f} MFLOP on {hw.name} ({hw.source})")
-    print(f"roofline bound: {ests[0].roofline_bound_s * 1e6:.1f} us")
+    print(f"roofline bound: {task_bound_s(mod, hw) * 1e6:.1f} us")
     head = f"{'rank':>4} {'sample':>6} {'estimate_us':>11} {'measured_us':>11} {'waves':>6} {'wave_eff':>8} {'lanes':>6} {'pad':>5} bound"
     print(head)
     for r, i in enumerate(order):
@@ -98,7 +98,7 @@ def _cmd_explain(args) -> int:
 def format_estimate(est, title: str = "") -> str:
     """Every term of an estimate, one region per paragraph."""
     lines = [f"== {title}: estimate {est.latency_s * 1e6:.2f} us "
-             f"(roofline bound {est.roofline_bound_s * 1e6:.2f} us, {est.flops / 1e6:.2f} MFLOP)"]
+             f"(this schedule's roofline bound {est.roofline_bound_s * 1e6:.2f} us, {est.flops / 1e6:.2f} MFLOP)"]
     for r in est.regions:
         name = "serial region" if r.index < 0 else f"region {r.index}"
         lines.append(f"  {name}: latency = overhead {r.overhead_s * 1e6:.2f} us + waves {r.waves} x unit {r.unit_s * 1e6:.3f} us"

@@ -39,7 +39,7 @@ from ..hardware import HardwareSpec
 from ..latency import valid_latency
 from .features import (PER_STORE_FEATURE_COLUMNS, CachedPerStoreFeature, LRUCache, candidate_keys, per_store_sums,
                        shared_extractor)
-from .modes import estimate
+from .modes import estimate, task_bound_s
 from .program import summarize
 from .residual import DEFAULT_OBJECTIVE, ResidualModel
 
@@ -209,12 +209,16 @@ class HybridCostModel(ms.cost_model.PyCostModel):
             out.append(est)
         return out
 
-    def _bound(self, context, ests) -> float:
-        """The task's roofline bound, fixed at its first sight so that scores
-        keep their meaning across calls."""
+    def _bound(self, context, candidates) -> float:
+        """The task's roofline bound (:func:`~.modes.task_bound_s`), from
+        the context's module, or the first candidate's when the context has
+        none (a bare ``TuneContext()``): the same for every schedule, so
+        scores keep their meaning across calls and runs."""
         key = self._task_key(context)
-        if key not in self.bounds_ and ests:
-            self.bounds_[key] = float(ests[0].roofline_bound_s)
+        if key not in self.bounds_ and len(candidates):
+            mod = getattr(context, "mod", None) if context is not None else None
+            hw = self._hardware(self._target(context))
+            self.bounds_[key] = float(task_bound_s(mod if mod is not None else candidates[0].sch.mod, hw))
         return self.bounds_.get(key, 1.0)
 
     def _extractor_for(self) -> CachedPerStoreFeature:
@@ -241,7 +245,7 @@ class HybridCostModel(ms.cost_model.PyCostModel):
             feats = pending.result()
         else:
             feats = self._extractor_for().features(self._feature_context_for(context), candidates)
-        bound = self._bound(context, ests)
+        bound = self._bound(context, candidates)
         rows = []
         for agg, e in zip(per_store_sums(feats), ests):
             rows.append(np.concatenate([agg, analytical_features(e.terms(), bound)]))
@@ -316,13 +320,13 @@ class HybridCostModel(ms.cost_model.PyCostModel):
                 except Exception as err:  # noqa: BLE001
                     pending = err
             ests = self._analytical(context, candidates, keys)
+            bound = self._bound(context, candidates)
         except Exception as err:  # noqa: BLE001 - tuning must go on
             if pending is not None and not isinstance(pending, Exception):
                 pending.wait()
             self._warn_once("analytical", f"analytical model failed ({type(err).__name__}: {err}); "
                             "scoring candidates at random")
             return self._rng.uniform(0.0, 1.0, size=n)
-        bound = self._bound(context, ests)
         log_lat = np.log(np.array([max(e.latency_s, 1e-12) for e in ests]))
         if self._residual_active():
             try:

@@ -74,7 +74,7 @@ from dataclasses import dataclass, field
 
 from ..hardware import HardwareSpec
 from .indexing import CALL_OPS
-from .program import BlockSummary, ProgramSummary, Region
+from .program import BlockSummary, ProgramSummary, Region, parameter_bytes, summarize
 
 # The CPU's microarchitecture (vector registers, FMA latency and pipes, add
 # pipes, stores per cycle, single-core peak and bandwidth) lives in
@@ -322,9 +322,34 @@ def gpu_blocks_per_sm(threads_per_block: int, shared_bytes_per_block: float, reg
 
 
 def roofline_bound_s(flops: float, held_bytes: float, hw: HardwareSpec) -> float:
-    """The best any schedule could do: ``max(flops / peak, bytes / DRAM bandwidth)``."""
+    """``max(flops / peak, bytes / DRAM bandwidth)``: with one schedule's
+    held bytes (:meth:`ProgramSummary.held_bytes`), the ``roofline_fraction``
+    term; with the parameters' bytes, :func:`task_bound_s`."""
     dram = hw.memory[-1].bandwidth_gbps * 1e9
     return max(flops / (hw.peak_gflops * 1e9), held_bytes / dram)
+
+
+def task_bound_s(mod, hw: HardwareSpec, *, flops: float | None = None) -> float:
+    """The task's roofline bound, the same for every schedule of it: its
+    useful FLOPs at peak, or its parameters' bytes (inputs and outputs)
+    moved once, whichever is longer. The bytes move at DRAM bandwidth, or
+    at the last cache level's when the parameters fit in it
+    (:func:`warm_in_last_cache`: timed runs repeat without flushing), so
+    that no schedule beats the bound.
+
+    ``mod``: the task's module, best unscheduled (the ``TuneContext``'s);
+    a scheduled one has the same parameters and, but for how elementwise
+    work is inlined, the same useful FLOPs. ``flops`` overrides them.
+    The scores and the residual's first feature are relative to it, so it
+    must not depend on which schedule is seen first.
+    """
+    if flops is None:
+        # Useful FLOPs do not depend on the target kind; the CPU walk also
+        # reads an unscheduled module (a GPU one needs thread bindings).
+        flops = summarize(mod, "cpu").flops
+    nbytes = parameter_bytes(mod)
+    level = hw.memory[-2] if warm_in_last_cache(nbytes, hw) else hw.memory[-1]
+    return max(flops / (hw.peak_gflops * 1e9), nbytes / (level.bandwidth_gbps * 1e9))
 
 
 # ----------------------------------------------------------- the estimate

@@ -702,6 +702,37 @@ def _compacted_intermediates(w: _Walker) -> tuple[dict, dict]:
     return nbytes, copies
 
 
+def _prim_func(mod):
+    """The PrimFunc ``main`` (or the only PrimFunc) of ``mod`` (an IRModule,
+    a PrimFunc or a ``tvm.s_tir.Schedule``)."""
+    if isinstance(mod, tvm.s_tir.Schedule):
+        mod = mod.mod
+    if isinstance(mod, tvm.IRModule):
+        funcs = [f for _, f in mod.functions.items() if type(f).__name__ == "PrimFunc"]
+        if not funcs:
+            raise SummaryError("the module has no PrimFunc to summarize")
+        return mod["main"] if any(gv.name_hint == "main" for gv in mod.get_global_vars()) else funcs[0]
+    return mod
+
+
+def parameter_bytes(mod) -> float:
+    """Bytes of the function's parameters (its inputs and outputs): what
+    every schedule of it reads or writes at least once. Scheduling never
+    changes them."""
+    total = 0.0
+    for buf in _prim_func(mod).params[:]:
+        if not hasattr(buf, "shape"):
+            continue  # a scalar parameter
+        n = float(max(1, _bits(buf.dtype) // 8))
+        for d in buf.shape[:]:
+            try:
+                n *= int(d)
+            except (TypeError, ValueError):
+                raise SummaryError(f"parameter {buf.name} has a dynamic shape; only static shapes are supported") from None
+        total += n
+    return total
+
+
 def summarize(mod, target_kind: str = "cpu") -> ProgramSummary:
     """Summarize the PrimFunc ``main`` (or the only PrimFunc) of ``mod``.
 
@@ -726,15 +757,7 @@ def summarize(mod, target_kind: str = "cpu") -> ProgramSummary:
     """
     if target_kind not in ("cpu", "gpu"):
         raise ValueError(f"target_kind must be 'cpu' or 'gpu', got {target_kind!r}")
-    if isinstance(mod, tvm.s_tir.Schedule):
-        mod = mod.mod
-    if isinstance(mod, tvm.IRModule):
-        funcs = [f for _, f in mod.functions.items() if type(f).__name__ == "PrimFunc"]
-        if not funcs:
-            raise SummaryError("the module has no PrimFunc to summarize")
-        func = mod["main"] if any(gv.name_hint == "main" for gv in mod.get_global_vars()) else funcs[0]
-    else:
-        func = mod
+    func = _prim_func(mod)
     gpu = target_kind == "gpu"
     w = _Walker(gpu)
     w.stmt(func.body)

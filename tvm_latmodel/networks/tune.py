@@ -240,15 +240,14 @@ def _check_arguments(trials, plan, cost_model, scheduler, num_trials_per_iter, p
 def _bound_fn(planner, target, say):
     """``(name, mod, target) -> (best predicted latency, roofline bound)`` for the gain scheduler."""
     from ..hardware import HardwareSpec  # pylint: disable=import-outside-toplevel
-    from ..model.modes import estimate  # pylint: disable=import-outside-toplevel
-    from ..model.program import summarize  # pylint: disable=import-outside-toplevel
+    from ..model.modes import task_bound_s  # pylint: disable=import-outside-toplevel
 
     hw = HardwareSpec.from_target(target)
 
     def bounds(name, mod, _target):
         lower = roofline = None
         try:
-            roofline = estimate(summarize(mod, hw.kind), hw).roofline_bound_s
+            roofline = task_bound_s(mod, hw)
             lower = planner.predict_best_s(mod)
         except Exception as err:  # noqa: BLE001 - the scheduler copes with a missing bound
             say(f"[tune-network] no predicted bound for {name} ({_first_line(err)})")
