@@ -6,7 +6,7 @@ from tvm import te
 
 from tvm_latmodel.hardware import HardwareSpec
 from tvm_latmodel.model.modes import estimate
-from tvm_latmodel.model.program import SummaryError, summarize
+from tvm_latmodel.model.program import SummaryError, parameter_bytes, summarize
 from tvm_latmodel.sampling import sample_schedules
 from tvm_latmodel.targets import cuda_target
 from tvm_latmodel.workloads import RECORDED_WORKLOADS, get_workload
@@ -51,6 +51,20 @@ def test_hand_schedule_numbers():
     # whole program: the buffers
     assert fp["A"][0] == 64 * 64 * 4 and fp["B"][0] == 64 * 64 * 4
     assert ps.held_bytes() == 3 * 64 * 64 * 4
+
+
+def test_two_buffers_with_one_name_are_both_counted():
+    """A depthwise conv's input and weight are both ``placeholder`` (te's
+    default name). ``C[i, j] = A[i, j] * W[j]`` on 64x64 float32 with both
+    inputs so named holds A 16,384 + W 256 + C 16,384 = 33,024 bytes."""
+    a = te.placeholder((64, 64), name="placeholder")
+    w = te.placeholder((64,), name="placeholder")
+    c = te.compute((64, 64), lambda i, j: a[i, j] * w[j], name="C")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, w, c])})
+    s = summarize(mod, "cpu")
+    assert parameter_bytes(mod) == 33024
+    assert s.held_bytes() == 33024
+    assert sorted(s.buffer_bytes) == ["C", "placeholder", "placeholder#2"]
 
 
 def test_intermediates_are_held_at_the_size_tvm_compacts_them_to():

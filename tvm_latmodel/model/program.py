@@ -248,6 +248,24 @@ class _Walker:
         self.block_vars: list = []  # loop variables of each block's nest
         self.buffer_info: dict = {}  # buffer handle -> (name, scope, bits, bytes, shape, strides)
         self.allocated: set = set()  # names of the buffers blocks allocate (intermediates)
+        self.names: dict = {}  # buffer handle -> its name here, unique (see buffer_name)
+
+    def buffer_name(self, buf) -> str:
+        """``buf``'s name, made unique: two buffers may share one (a
+        depthwise conv's input and weight are both ``placeholder``), and
+        every sum over buffers must count each. The second to be met is
+        ``name#2``, and so on."""
+        h = buf.__chandle__()  # (the module being walked owns the buffer: its handle stays unique meanwhile)
+        name = self.names.get(h)
+        if name is None:
+            base = name = str(buf.name)
+            taken = set(self.names.values())
+            k = 1
+            while name in taken:
+                k += 1
+                name = f"{base}#{k}"
+            self.names[h] = name
+        return name
 
     # -- statements
     def stmt(self, s):
@@ -354,7 +372,7 @@ class _Walker:
             # (MetaSchedule's leaf blocks allocate nothing: intermediates
             # are allocated by the root block)
             for buf in blk.alloc_buffers[:]:
-                self.allocated.add(str(buf.name))
+                self.allocated.add(self.buffer_name(buf))
             if blk.init is not None:
                 self.stmt(blk.init)
             self.stmt(body)
@@ -409,9 +427,8 @@ class _Walker:
                 nbytes = float(max(1, bits // 8))
                 for d in shape:
                     nbytes *= d
-                # (the module being walked owns the buffer: its handle stays unique meanwhile)
                 info = self.buffer_info[buf.__chandle__()] = (
-                    str(buf.name), str(buf.scope()), bits, nbytes, shape, _strides(shape))
+                    self.buffer_name(buf), str(buf.scope()), bits, nbytes, shape, _strides(shape))
             name, scope, bits, nbytes, shape, strides = info
             dims = []
             for rng in reg.region[:]:
