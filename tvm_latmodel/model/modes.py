@@ -329,7 +329,7 @@ def roofline_bound_s(flops: float, held_bytes: float, hw: HardwareSpec) -> float
     return max(flops / (hw.peak_gflops * 1e9), held_bytes / dram)
 
 
-def task_bound_s(mod, hw: HardwareSpec, *, flops: float | None = None) -> float:
+def task_bound_s(mod, hw: HardwareSpec) -> float:
     """The task's roofline bound, the same for every schedule of it: its
     useful FLOPs at peak, or its parameters' bytes (inputs and outputs)
     moved once, whichever is longer. The bytes move at DRAM bandwidth, or
@@ -339,14 +339,13 @@ def task_bound_s(mod, hw: HardwareSpec, *, flops: float | None = None) -> float:
 
     ``mod``: the task's module, best unscheduled (the ``TuneContext``'s);
     a scheduled one has the same parameters and, but for how elementwise
-    work is inlined, the same useful FLOPs. ``flops`` overrides them.
+    work is inlined, the same useful FLOPs.
     The scores and the residual's first feature are relative to it, so it
     must not depend on which schedule is seen first.
     """
-    if flops is None:
-        # Useful FLOPs do not depend on the target kind; the CPU walk also
-        # reads an unscheduled module (a GPU one needs thread bindings).
-        flops = summarize(mod, "cpu").flops
+    # Useful FLOPs do not depend on the target kind; the CPU walk also
+    # reads an unscheduled module (a GPU one needs thread bindings).
+    flops = summarize(mod, "cpu").flops
     nbytes = parameter_bytes(mod)
     level = hw.memory[-2] if warm_in_last_cache(nbytes, hw) else hw.memory[-1]
     return max(flops / (hw.peak_gflops * 1e9), nbytes / (level.bandwidth_gbps * 1e9))
