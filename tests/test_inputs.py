@@ -1185,3 +1185,31 @@ def test_head_study_refuses_a_cache_made_with_another_hardware_spec(tmp_path):
         calibrated["NRM_0"]["log_a"].tolist()
     with pytest.raises(SystemExit, match="computed with hardware calibrated_znver4.json:.*, not defaults"):
         hs.featurise([str(logs)], str(other))
+
+
+def test_head_study_gives_every_record_the_task_bound_and_adds_it_to_older_caches(tmp_path):
+    """The study's residual features are relative to the task's roofline
+    bound (modes.task_bound_s of the logged workload), as the cost model's
+    are; a cache written before stop 26 (no ``task_bound``) gets it added,
+    the same number, and is rewritten with it."""
+    from tvm_latmodel.hardware import HardwareSpec
+    from tvm_latmodel.model.modes import task_bound_s
+    from tvm_latmodel.replay import load_database
+
+    hs = _load_script("head_residual_study")
+    logs = tmp_path / "logs"
+    shutil.copytree(os.path.join(ROOT, "tuning_logs", "cpu", "NRM_0"), logs / "NRM_0")
+    cache = tmp_path / "cache"
+    fresh = hs.featurise([str(logs)], str(cache))["NRM_0"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (task,) = load_database(str(logs / "NRM_0"))
+    bound = task_bound_s(task.mod, HardwareSpec.from_target(task.target))
+    assert float(fresh["task_bound"]) == pytest.approx(bound, rel=1e-12)
+    X = hs.features(fresh, "terms")
+    np.testing.assert_allclose(X[:, 0], fresh["log_a"] - np.log(bound), rtol=1e-5, atol=1e-5)
+    older = {k: v for k, v in np.load(cache / "NRM_0.npz").items() if k != "task_bound"}
+    np.savez_compressed(cache / "NRM_0.npz", **older)
+    again = hs.featurise([str(logs)], str(cache))["NRM_0"]
+    assert float(again["task_bound"]) == float(fresh["task_bound"])
+    assert "task_bound" in np.load(cache / "NRM_0.npz").files
