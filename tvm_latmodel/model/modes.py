@@ -321,12 +321,13 @@ def gpu_blocks_per_sm(threads_per_block: int, shared_bytes_per_block: float, reg
     return int(limits[name]), name
 
 
-def roofline_bound_s(flops: float, held_bytes: float, hw: HardwareSpec) -> float:
-    """``max(flops / peak, bytes / DRAM bandwidth)``: with one schedule's
-    held bytes (:meth:`ProgramSummary.held_bytes`), the ``roofline_fraction``
-    term; with the parameters' bytes, :func:`task_bound_s`."""
-    dram = hw.memory[-1].bandwidth_gbps * 1e9
-    return max(flops / (hw.peak_gflops * 1e9), held_bytes / dram)
+def roofline_bound_s(flops: float, held_bytes: float, hw: HardwareSpec, level=None) -> float:
+    """``max(flops / peak, bytes / bandwidth)``, the bandwidth of memory
+    ``level`` (default DRAM): with one schedule's held bytes
+    (:meth:`ProgramSummary.held_bytes`), the ``roofline_fraction`` term;
+    with the parameters' bytes, :func:`task_bound_s`."""
+    bandwidth = (level if level is not None else hw.memory[-1]).bandwidth_gbps * 1e9
+    return max(flops / (hw.peak_gflops * 1e9), held_bytes / bandwidth)
 
 
 def task_bound_s(mod, hw: HardwareSpec) -> float:
@@ -345,10 +346,9 @@ def task_bound_s(mod, hw: HardwareSpec) -> float:
     """
     # Useful FLOPs do not depend on the target kind; the CPU walk also
     # reads an unscheduled module (a GPU one needs thread bindings).
-    flops = summarize(mod, "cpu").flops
     nbytes = parameter_bytes(mod)
     level = hw.memory[-2] if warm_in_last_cache(nbytes, hw) else hw.memory[-1]
-    return max(flops / (hw.peak_gflops * 1e9), nbytes / (level.bandwidth_gbps * 1e9))
+    return roofline_bound_s(summarize(mod, "cpu").flops, nbytes, hw, level)
 
 
 # ----------------------------------------------------------- the estimate

@@ -424,11 +424,8 @@ class _Walker:
             if info is None:
                 bits = _bits(buf.dtype)
                 shape = [int(d) for d in buf.shape[:]]
-                nbytes = float(max(1, bits // 8))
-                for d in shape:
-                    nbytes *= d
                 info = self.buffer_info[buf.__chandle__()] = (
-                    self.buffer_name(buf), str(buf.scope()), bits, nbytes, shape, _strides(shape))
+                    self.buffer_name(buf), str(buf.scope()), bits, _buffer_bytes(bits, shape), shape, _strides(shape))
             name, scope, bits, nbytes, shape, strides = info
             dims = []
             for rng in reg.region[:]:
@@ -740,14 +737,20 @@ def parameter_bytes(mod) -> float:
     for buf in _prim_func(mod).params[:]:
         if not hasattr(buf, "shape"):
             continue  # a scalar parameter
-        n = float(max(1, _bits(buf.dtype) // 8))
-        for d in buf.shape[:]:
-            try:
-                n *= int(d)
-            except (TypeError, ValueError):
-                raise SummaryError(f"parameter {buf.name} has a dynamic shape; only static shapes are supported") from None
-        total += n
+        try:
+            shape = [int(d) for d in buf.shape[:]]
+        except (TypeError, ValueError):
+            raise SummaryError(f"parameter {buf.name} has a dynamic shape; only static shapes are supported") from None
+        total += _buffer_bytes(_bits(buf.dtype), shape)
     return total
+
+
+def _buffer_bytes(bits: int, shape) -> float:
+    """Bytes of a buffer of ``shape`` with ``bits``-bit elements (a byte at least each)."""
+    n = float(max(1, bits // 8))
+    for d in shape:
+        n *= d
+    return n
 
 
 def summarize(mod, target_kind: str = "cpu") -> ProgramSummary:
