@@ -67,6 +67,15 @@ def test_two_buffers_with_one_name_are_both_counted():
     assert sorted(s.buffer_bytes) == ["C", "placeholder", "placeholder#2"]
 
 
+def test_a_parameter_of_dynamic_shape_is_refused_by_name():
+    n = te.var("n", "int64")
+    a = te.placeholder((n, 4), name="A")
+    b = te.compute((n, 4), lambda i, j: a[i, j] * 2.0, name="B")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, b])})
+    with pytest.raises(SummaryError, match="parameter A has a dynamic shape"):
+        parameter_bytes(mod)
+
+
 def test_intermediates_are_held_at_the_size_tvm_compacts_them_to():
     """A cache-write buffer written back under the parallel loop is
     allocated there, one 8x64 tile per parallel iteration (as TVM's
