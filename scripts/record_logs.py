@@ -16,6 +16,12 @@ TVM's random cost model.
 Re-running continues where it stopped: a workload whose record file already
 has the requested count is skipped.
 
+A workload may also be a kernel of a network, as ``DIR=NETWORK/TASK``: the
+task named ``TASK`` of the network's default fusion plan (what
+``tvm-latmodel tune-network`` tunes; ``tvm_latmodel.networks.list_networks``),
+recorded under ``OUT/DIR`` (name ``DIR`` as ``FAMILY_IDX`` so the offline
+studies group it by family), e.g. ``FCV_0=mmimdb/fused_conv2d1_add1_relu1``.
+
     nice -n 19 python scripts/record_logs.py --trials 128
     nice -n 5 python scripts/record_logs.py --pool space --trials 64 --more
 """
@@ -36,6 +42,23 @@ def count_records(work_dir: str) -> int:
         return 0
     with open(path) as f:
         return sum(1 for line in f if line.strip())
+
+
+def network_kernel(spec: str):
+    """The module of ``NETWORK/TASK``: the tunable task named ``TASK`` of
+    the network's default fusion plan (weights of seed 0)."""
+    from tvm_latmodel.fusion.prepare import prepare_network
+    from tvm_latmodel.networks import get_network
+    from tvm_latmodel.networks.kernels import distinct_workloads
+
+    network, _, task = spec.partition("/")
+    prepared = prepare_network(get_network(network, seed=0), plan="default")
+    names = []
+    for w in distinct_workloads(prepared.tasks):
+        if w.name == task and not w.reshape_only:
+            return w.mod
+        names.append(w.name)
+    raise ValueError(f"{network} has no tunable task {task!r}; its tasks: {', '.join(names)}")
 
 
 def main() -> int:
@@ -65,6 +88,8 @@ def main() -> int:
     if args.pool == "space":
         phases = (("space", None, half), ("random", "random", args.trials))
     for name in names:
+        name, _, kernel = name.partition("=")
+        mod = network_kernel(kernel) if kernel else get_workload(name)
         work_dir = os.path.join(args.out, name.replace(":", "_"))
         os.makedirs(work_dir, exist_ok=True)
         for phase, cost_model, upto in phases:
@@ -75,7 +100,6 @@ def main() -> int:
             t0 = time.time()
             print(f"[record] {name}: {have} records, {phase} phase for {todo} more", file=sys.stderr, flush=True)
             if phase == "space":
-                mod = get_workload(name)
                 schedules = sample_schedules(mod, target, todo, seed=args.seed + have + 1)
                 secs = measure_schedules(schedules, target, progress=False)
                 db = ms.database.JSONDatabase(work_dir=work_dir)
@@ -89,7 +113,7 @@ def main() -> int:
                       file=sys.stderr, flush=True)
                 continue
             ms.tune_tir(
-                mod=get_workload(name),
+                mod=mod,
                 target=target,
                 work_dir=work_dir,
                 max_trials_global=todo,
