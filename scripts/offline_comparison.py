@@ -303,7 +303,7 @@ def main() -> int:
     ap.add_argument("--cache", default=None, help="per-result JSON cache (default OUT/cache)")
     ap.add_argument("--pretrained", choices=("none", "shipped"), default="none",
                     help="hybrid's residual to start from: none (default; the shipped one was trained on the "
-                         "development logs) or shipped (for logs it was not trained on: held-out checks)")
+                         "recorded logs) or shipped (for logs it was not trained on: held-out checks)")
     ap.add_argument("--transfer-scope", choices=("task", "family"), default="task",
                     help="what transfer leaves out of the other tasks' records: the scored task only "
                          "(leave one task out, default) or its whole family (leave one family out)")

@@ -10,21 +10,20 @@ The file lists the structural hashes of the workloads it was trained on, and
 of the shipped file (it would be megabytes); models saved by
 ``tvm-latmodel train`` or ``save()`` keep it.
 
-The shipped file (stop 18, ``benchmarks/modes/PROTOCOL_stop18.md`` part 2;
-refitted at stop 19 on canonical rows and at stop 23 with the per-access
-cache traffic, each time under stop 19's adoption rule) was fitted on the
-20 development logs with their times re-measured on the
-idle Zen 4 (``tuning_logs/remeasured-znver4``, made by
+The shipped file (since stop 27, ``benchmarks/modes/PROTOCOL_stop27.md``
+part 3; from stop 18 to 26 it was fitted on the 20 development logs only)
+is fitted on every log with its times re-measured on the idle Zen 4
+(``tuning_logs/remeasured-znver4``, made by
 ``scripts/export_remeasured.py``; the logged Zen 3 times are noisy by
-record), on that machine:
+record): 53 logs, T2D_2 (48 records) skipped by ``--min-records``. On
+that machine:
 
-    python scripts/train_shipped_model.py \
-        tuning_logs/remeasured-znver4/{C1D_0,C2D_1,C3D_1,GMM_1,GRP_0,DIL_1,DEP_0,T2D_3,CAP_2,NRM_3} \
-        tuning_logs/remeasured-znver4/{SFM_3,CBR_2,TBG_0,C1D_1,C1D_2,MBV2_0,MBV2_1,MBV2_2,MBV2_3,MBV2_4} \
-        --hold-out XFM
+    python scripts/train_shipped_model.py tuning_logs/remeasured-znver4/* --hold-out
 
-(``--hold-out`` takes any number of families: given before the logs, it
-would take them too.)
+(``--hold-out`` with no family keeps none out; it takes any number of
+families, and given before the logs it would take them too.) Its held-out
+check is then the network kernels of ``tuning_logs/cpu-znver4-net``, in no
+training log.
 
 The fit is repeatable: the same logs on the same machine give the same
 file, byte for byte (stop 19: TVM's per-store rows are put in a canonical
