@@ -304,3 +304,28 @@ def test_twin_weights_must_match():
     other = get_network("avmnist", hidden=50)
     with pytest.raises(ValueError, match="shape"):
         copy_weights(other, twin)
+
+
+def test_record_logs_takes_a_networks_kernel():
+    """``scripts/record_logs.py`` records ``DIR=NETWORK/TASK`` (stop 27's
+    fresh logs): the task of that name in the network's default plan, the
+    module tune-network tunes; an unknown task name is refused with the
+    network's task names."""
+    import importlib.util
+    import os
+
+    from tvm_latmodel.fusion.prepare import prepare_network
+    from tvm_latmodel.networks.kernels import distinct_workloads
+
+    path = os.path.join(os.path.dirname(__file__), "..", "scripts", "record_logs.py")
+    spec = importlib.util.spec_from_file_location("record_logs_networks", path)
+    record_logs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(record_logs)
+
+    mod = record_logs.network_kernel("avmnist/max_pool2d4")
+    tasks = distinct_workloads(prepare_network(get_network("avmnist", seed=0), plan="default").tasks)
+    (same,) = [w for w in tasks if w.name == "max_pool2d4"]
+    assert tvm_ffi.structural_equal(mod, same.mod)
+    assert not any(tvm_ffi.structural_equal(mod, w.mod) for w in tasks if w.name != "max_pool2d4")
+    with pytest.raises(ValueError, match=r"avmnist has no tunable task 'nope'; its tasks: .*max_pool2d4"):
+        record_logs.network_kernel("avmnist/nope")
