@@ -89,7 +89,7 @@ def main() -> int:
         phases = (("space", None, half), ("random", "random", args.trials))
     for name in names:
         name, _, kernel = name.partition("=")
-        mod = network_kernel(kernel) if kernel else get_workload(name)
+        mod = None  # built only for a workload with records still to take
         work_dir = os.path.join(args.out, name.replace(":", "_"))
         os.makedirs(work_dir, exist_ok=True)
         for phase, cost_model, upto in phases:
@@ -97,6 +97,8 @@ def main() -> int:
             if have >= upto:
                 continue
             todo = upto - have
+            if mod is None:
+                mod = network_kernel(kernel) if kernel else get_workload(name)
             t0 = time.time()
             print(f"[record] {name}: {have} records, {phase} phase for {todo} more", file=sys.stderr, flush=True)
             if phase == "space":
