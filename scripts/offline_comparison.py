@@ -307,6 +307,9 @@ def main() -> int:
     ap.add_argument("--transfer-scope", choices=("task", "family"), default="task",
                     help="what transfer leaves out of the other tasks' records: the scored task only "
                          "(leave one task out, default) or its whole family (leave one family out)")
+    ap.add_argument("--pool-logs", nargs="+", default=[],
+                    help="logs used only as the transfer pool (other tasks' records), never scored: "
+                         "e.g. the training logs when the scored logs are a held-out set")
     ap.add_argument("--cache-key", default=None,
                     help="reuse the results of this code key (knowingly: after a change that cannot "
                          "affect them); default: the hash of the current code")
@@ -319,6 +322,12 @@ def main() -> int:
     t_start = time.time()
     models = tuple(args.models)
     names = sorted({d.name for p in args.logs for d in find_databases(p)})
+    pool_names = {d.name for p in args.pool_logs for d in find_databases(p)}
+    if pool_names & set(names):
+        ap.error(f"--pool-logs repeats scored tasks: {sorted(pool_names & set(names))}")
+    if args.pool_logs and args.no_transfer:
+        ap.error("--pool-logs is the transfer pool; it means nothing with --no-transfer")
+    n_pool = len(names) + len(pool_names)
     pretrained = None if args.pretrained == "none" else "shipped"
     key = args.cache_key or code_key()
     if pretrained and not args.cache_key:
@@ -333,7 +342,7 @@ def main() -> int:
         for task in names:
             for shots, transfer in settings:
                 for model in models:
-                    path = os.path.join(cache, f"{model}-{_setting_name(shots, transfer, len(names), args.transfer_scope)}"
+                    path = os.path.join(cache, f"{model}-{_setting_name(shots, transfer, n_pool, args.transfer_scope)}"
                                                        f"-seed{seed}-{task}.json")
                     r = _read_cached(path)
                     if r is not None:
@@ -346,7 +355,7 @@ def main() -> int:
     if todo:
         bar = tqdm(total=n_jobs, desc="replay", unit="result", file=sys.stderr)
         with ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(todo))), initializer=_init_worker,
-                                 initargs=(list(args.logs), pretrained, args.transfer_scope)) as pool:
+                                 initargs=(list(args.logs) + list(args.pool_logs), pretrained, args.transfer_scope)) as pool:
             futures = {pool.submit(_run_task, unit[1], jobs, cache): unit for unit, jobs in todo.items()}
             for fut in as_completed(futures):
                 for r in fut.result():
@@ -355,7 +364,7 @@ def main() -> int:
         bar.close()
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "reports.json"), "w") as f:
-        json.dump({"logs": args.logs, "seeds": args.seeds, "tasks": names, "code_key": os.path.basename(cache),
+        json.dump({"logs": args.logs, "pool_logs": args.pool_logs, "seeds": args.seeds, "tasks": names, "code_key": os.path.basename(cache),
                    "results": [{k: v for k, v in r.items() if k != "predictions"} for r in results.values()]},
                   f, indent=1)
     done = [s for s in args.seeds
