@@ -251,10 +251,19 @@ def test_estimate_refuses_mismatched_hardware():
 
 # ------------------------------------------- vector code and accumulator chains
 
-def test_gather_runs_below_scalar_speed():
-    # 8 lanes, 2 gathered operands: scalar rate (1/8) halved
-    assert gather_efficiency(8, 2) == pytest.approx(1 / 16)
-    assert gather_efficiency(8, 0) == pytest.approx(1 / 8)
+def test_gathered_operands_lane_by_lane_arithmetic_vector():
+    # 16 lanes, n = 16, an FMA (2 ops), 2 contiguous and 1 gathered access:
+    # per point 4 / 16 vector instructions + 1 insert, against 5 / 16 for a full vector
+    assert gather_efficiency(16, 16, 2, 2, 1) == pytest.approx((5 / 16) / (4 / 16 + 1))
+    assert gather_efficiency(16, 16, 2, 2, 1) == pytest.approx(0.25)
+    # n = 8 on 16 lanes: the vector instructions cover 8 points each
+    assert gather_efficiency(8, 16, 2, 2, 1) == pytest.approx((5 / 16) / (4 / 8 + 1))
+    # no gather: the lane efficiency of a vector loop
+    assert gather_efficiency(8, 16, 2, 2, 0) == pytest.approx(lane_efficiency(8, 16))
+    # nothing vector: scalar speed
+    assert gather_efficiency(16, 16, 0, 0, 3) == pytest.approx(1 / 16)
+    # more gathered operands, slower; above scalar speed while some arithmetic is vector
+    assert 1 / 16 < gather_efficiency(16, 16, 2, 0, 3) < gather_efficiency(16, 16, 2, 0, 1)
 
 
 @pytest.mark.parametrize("extent,expected", [(1, 1 / 8), (8, 1.0), (16, 1.0), (12, 12 / (5 * 8)), (3, 3 / 16)])

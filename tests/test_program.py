@@ -1,11 +1,13 @@
 """Program summaries on real TVM schedules, CPU and CUDA (no GPU needed)."""
 
+import dataclasses
+
 import pytest
 import tvm
 from tvm import te
 
 from tvm_latmodel.hardware import HardwareSpec
-from tvm_latmodel.model.modes import estimate
+from tvm_latmodel.model.modes import _cpu_efficiency, estimate
 from tvm_latmodel.model.program import SummaryError, parameter_bytes, summarize
 from tvm_latmodel.sampling import sample_schedules
 from tvm_latmodel.targets import cuda_target
@@ -132,8 +134,9 @@ def test_reduction_level_chain_and_accumulators():
     assert upd.reduce_level == 4
     assert upd.chain_length == 64
     assert upd.accumulator_points == 16
-    # A is invariant along j1, B and C contiguous: no gather
-    assert upd.vector_gathers == 0
+    # A is invariant along j1, B and C contiguous: no gather; the vector
+    # loads/stores are C's read and write and B's read
+    assert upd.vector_gathers == 0 and upd.vector_accesses == 3
     init = [b for b in ps.blocks if b.name == "C_init"][0]
     assert init.reduce_level == 0 and init.accumulator_points == 0
 
@@ -566,3 +569,61 @@ def test_unit_loops_do_not_count_toward_the_unroll_depth():
     ours = {n for n, lp in zip(names, b.loops) if lp.extent > 1 and lp.unrolled_by != "tvm"}
     tvms = _rolled_loop_names(_lower_through_unroll(sch.mod))
     assert ours == tvms == {names[0], names[1], names[2]}
+
+
+def test_stride_2_conv_vectorized_along_the_output_width():
+    """A 1x1 stride-2 NCHW conv vectorized along the output width (FCV_6,
+    stop 28): X moves by 2 elements per lane (gathered, built lane by lane),
+    W stays put, Y moves contiguously (a vector store); the FMA is vector."""
+    x = te.placeholder((8, 16, 32), name="X")
+    w = te.placeholder((4, 8), name="W")
+    c = te.reduce_axis((0, 8), name="c")
+    y = te.compute((4, 8, 16), lambda k, i, j: te.sum(x[c, 2 * i, 2 * j] * w[k, c], axis=c), name="Y")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([x, w, y])}))
+    k, i, j, cc = sch.get_loops(sch.get_sblock("Y"))
+    sch.reorder(k, i, cc, j)
+    sch.vectorize(j)
+    (b,) = summarize(sch.mod, "cpu").blocks
+    assert b.vector_extent == 16 and b.vector_gathers == 1 and b.vector_accesses == 1
+    assert b.ops_per_point == 2
+    # Against the same block with X contiguous (a full 16-lane vector loop,
+    # same accumulator chains and instruction mix): (2 + 1 + 1) / 16 over
+    # (2 + 1) / 16 + 1 instructions per point.
+    hw = HardwareSpec.from_target(CPU)  # AVX-512: 16 float lanes
+    contiguous = dataclasses.replace(b, vector_gathers=0, vector_accesses=2)
+    ratio = _cpu_efficiency(b, 16, hw) / _cpu_efficiency(contiguous, 16, hw)
+    assert ratio == pytest.approx((4 / 16) / (3 / 16 + 1))
+
+
+def test_unrolled_output_channels_share_one_gathered_vector():
+    """The stride-2 conv with a register tile of 4 output channels unrolled
+    outside the vector loop: X does not depend on the channel, so the 4
+    copies share one built vector (1/4 gather per point); Y and W do."""
+    x = te.placeholder((8, 16, 32), name="X")
+    w = te.placeholder((4, 8), name="W")
+    c = te.reduce_axis((0, 8), name="c")
+    y = te.compute((4, 8, 16), lambda k, i, j: te.sum(x[c, 2 * i, 2 * j] * w[k, c], axis=c), name="Y")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([x, w, y])}))
+    k, i, j, cc = sch.get_loops(sch.get_sblock("Y"))
+    sch.reorder(i, cc, k, j)
+    sch.unroll(k)
+    sch.vectorize(j)
+    (b,) = summarize(sch.mod, "cpu").blocks
+    assert b.vector_gathers == 1 and b.gathered_per_point == pytest.approx(1 / 4)
+
+
+def test_llvm_unrolls_a_small_loop_around_a_vector_loop():
+    """TVM's innermost vector loop is one group of vector instructions once
+    compiled: LLVM fully unrolls a 4-trip loop around it (body 2 ops + 3
+    accesses + 1 = 6 instructions, 24 <= 300), not a 64-trip one (384)."""
+    def loops(rows):
+        a = te.placeholder((rows, 16), name="A")
+        b = te.placeholder((rows, 16), name="B")
+        cmp = te.compute((rows, 16), lambda r, j: a[r, j] * b[r, j] + 1.0, name="C")
+        sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, b, cmp])}))
+        r, j = sch.get_loops(sch.get_sblock("C"))
+        sch.vectorize(j)
+        return summarize(sch.mod, "cpu").blocks[0].loops
+
+    assert loops(4)[0].unrolled_by == "llvm"
+    assert loops(64)[0].unrolled_by == ""

@@ -10,7 +10,8 @@ named in ``tvm-latmodel explain``:
 * **vector / lane quantization** (:func:`lane_efficiency`): a vector of
   ``extent`` elements on ``lanes``-wide hardware uses
   ``extent / (ceil(extent / lanes) * lanes)`` of it; a vector loop whose
-  accesses are not contiguous runs lane by lane (:func:`gather_efficiency`),
+  accesses are not contiguous builds those operands lane by lane, its
+  arithmetic still vector (:func:`gather_efficiency`),
   and an innermost loop that LLVM vectorizes by itself gets the vector
   factor LLVM would pick (:func:`auto_vector_efficiency`).
   Which loop LLVM sees as innermost is decided after unrolling: the
@@ -135,14 +136,30 @@ def lane_efficiency(vector_extent: int, lanes: int) -> float:
     return vector_extent / (-(-vector_extent // lanes) * lanes)
 
 
-def gather_efficiency(lanes: int, gathered_accesses: int) -> float:
-    """A vector loop with non-contiguous accesses: each gathered operand is
-    loaded lane by lane, so the loop runs at scalar speed or below.
+def gather_efficiency(vector_extent: int, lanes: int, arith_ops: float, moving_accesses: int,
+                      gathered_accesses: float) -> float:
+    """A vector loop with non-contiguous accesses: TVM and LLVM build each
+    gathered operand lane by lane (one insert or extract per lane), while
+    the arithmetic and the contiguous accesses stay vector instructions.
 
-    ``1 / (lanes * (1 + gathered_accesses / 2))``: scalar rate, slowed by one
-    extra load-and-insert per lane for every two gathered operands.
+    Per point, ``g`` gathered accesses cost one instruction each (``g``
+    counts each gathered access divided by the unrolled copies that share
+    its vector, ``BlockSummary.gathered_per_point``), ``a``
+    arithmetic operations and ``m`` contiguous accesses ``ceil(n / lanes) /
+    n`` each; the efficiency is a full vector loop's instructions over
+    these: ``((a + m + g) / lanes) / ((a + m) * ceil(n / lanes) / n + g)``
+    (``1 / lanes``, scalar, when nothing is vector). Example: 16 lanes,
+    ``n = 16``, an FMA (2 ops), 2 contiguous and 1 gathered access:
+    ``(5 / 16) / (4 / 16 + 1) = 0.25``.
     """
-    return 1.0 / (lanes * (1.0 + gathered_accesses / 2.0))
+    if lanes < 1:
+        raise ValueError(f"lanes must be >= 1, got {lanes}")
+    n = max(1, int(vector_extent))
+    vector = max(0.0, float(arith_ops)) + max(0, int(moving_accesses))
+    g = max(0.0, float(gathered_accesses))
+    if vector + g == 0:
+        return 1.0 / lanes
+    return ((vector + g) / lanes) / (vector * -(-n // lanes) / n + g)
 
 
 def auto_vector_efficiency(extent: int, lanes: int) -> float:
@@ -467,7 +484,10 @@ def _cpu_efficiency(b: BlockSummary, lanes: int, hw: HardwareSpec) -> float:
     if b.libm_calls_per_point > 0:
         vec, eff = 1, 1.0 / lanes  # a scalar libm call per element keeps the loop scalar
     elif b.vector_extent > 1 and b.vector_gathers:
-        vec, eff = 1, gather_efficiency(lanes, b.vector_gathers)  # runs lane by lane
+        # gathered operands built lane by lane, the arithmetic vector
+        vec = b.vector_extent
+        eff = gather_efficiency(b.vector_extent, lanes, b.ops_per_point, b.vector_accesses,
+                                b.gathered_per_point or b.vector_gathers)
     elif b.vector_extent > 1:
         vec, eff = b.vector_extent, lane_efficiency(b.vector_extent, lanes)
     elif b.auto_vector_extent > 1:

@@ -21,7 +21,10 @@ What is summarized, per block (``T.sblock``) of the scheduled function:
   ``threads_per_unit`` is the product of ``threadIdx`` extents on GPU.
 * vectorized extent of the innermost vectorized loop, and how each buffer
   access moves along it (``vector_gathers``: accesses that are neither
-  contiguous nor loop-invariant in it, so the vector load becomes a gather);
+  contiguous nor loop-invariant in it, so the vector load becomes a gather;
+  ``vector_accesses``: those that move contiguously, vector loads/stores;
+  ``gathered_per_point``: the gathered accesses, each divided by the
+  unrolled copies that share its vector);
   without an explicit vectorized loop, ``auto_vector_extent``: the innermost
   non-reduction loop when every access is contiguous or invariant in it (what
   LLVM's loop vectorizer turns into vector code by itself).
@@ -110,6 +113,8 @@ class BlockSummary:
     accesses: tuple[Access, ...]
     reduce_level: int = 0
     vector_gathers: int = 0
+    vector_accesses: int = 0
+    gathered_per_point: float = 0.0
     auto_vector_extent: int = 0
     chain_length: float = 0.0
     fma_per_point: float = 0.0
@@ -244,6 +249,7 @@ class _Walker:
         self.unroll_depth = 0
         self.unrolled: dict[int, bool] = {}
         self.pending: list = []  # leaf blocks waiting for the unroll verdicts
+        self.pending_gathers: list = []  # vector blocks with gathered accesses, waiting likewise
         self.guards: dict = {}  # block index -> compiled guard: see indexing.live_copy_fraction
         self.block_vars: list = []  # loop variables of each block's nest
         self.buffer_info: dict = {}  # buffer handle -> (name, scope, bits, bytes, shape, strides)
@@ -442,14 +448,23 @@ class _Walker:
             ops, fmas, lanes_filled = per_point
             vec = max(vec, lanes_filled)
         n_vars = self.n_vars
-        gathers = 0
+        gathers = moving = 0
         if vec_level >= 0:
             # Accesses that do not move contiguously (or stay put) along the
-            # vector loop become gathers.
+            # vector loop become gathers; those that move contiguously are
+            # vector loads and stores.
+            gathered = []
             for _, _, _, _, _, dims, _, strides, mentions in compiled:
                 step = _stride_along(dims, strides, mentions, n_vars, var_ids[vec_level], vec)
                 if step is None or abs(step) > 1:
                     gathers += 1
+                    gathered.append((dims, strides, mentions))
+                elif step:
+                    moving += 1
+            if gathered and not self.gpu:
+                # How many unrolled copies share each gathered vector is
+                # known once the unroll verdicts are in.
+                self.pending_gathers.append((len(self.blocks), tuple(var_ids), vec_level, gathered, n_vars))
         elif not self.gpu:
             # What LLVM vectorizes depends on what is unrolled, known only
             # once the loops around this block are closed.
@@ -511,7 +526,7 @@ class _Walker:
         self.blocks.append(dict(
             name=str(blk.name_hint), region=region, loops=loops, work_points=work,
             useful_points=useful, ops_per_point=ops, vector_extent=vec, dtype_bits=store_bits,
-            accesses=tuple(accesses), reduce_level=reduce_level, vector_gathers=gathers,
+            accesses=tuple(accesses), reduce_level=reduce_level, vector_gathers=gathers, vector_accesses=moving,
             chain_length=float(chain if reduce_level else 0), fma_per_point=fmas, libm_calls_per_point=libm,
             libm_cost_per_point=libm_cost))
         self.block_vars.append(tuple(var_ids))
@@ -533,7 +548,29 @@ class _Walker:
         for i, var_ids, reduce_vars, compiled, n_vars in self.pending:
             b = self.blocks[i]
             b["auto_vector_extent"] = _auto_vector(b["loops"], var_ids, reduce_vars, b["reduce_level"], compiled, n_vars)
+        for i, var_ids, vec_level, gathered, n_vars in self.pending_gathers:
+            b = self.blocks[i]
+            b["gathered_per_point"] = sum(1.0 / _shared_copies(b["loops"], var_ids, vec_level, g, n_vars)
+                                          for g in gathered)
         self.blocks = [BlockSummary(**b) for b in self.blocks]
+
+
+def _shared_copies(loops, var_ids, vec_level: int, access, n_vars: int) -> float:
+    """Unrolled copies of a block that gather the same vector: the product
+    of the extents of the unrolled loops directly outside the vector loop
+    (by TVM or by LLVM, extent-1 loops skipped) along which the gathered
+    access does not move. LLVM builds that vector once for them."""
+    dims, strides, mentions = access
+    copies = 1.0
+    for j in range(vec_level - 1, -1, -1):
+        lp = loops[j]
+        if lp.extent == 1:
+            continue
+        if not lp.unrolled:
+            break
+        if _stride_along(dims, strides, mentions, n_vars, var_ids[j], lp.extent) == 0:
+            copies *= lp.extent
+    return copies
 
 
 def _has_block(stmt) -> bool:
@@ -589,8 +626,10 @@ def _llvm_full_unroll(loops, ops_per_point: float, n_accesses: int, flags: list)
     cost = float(ops_per_point + n_accesses + 1)
     for j in range(len(loops) - 1, -1, -1):
         lp = loops[j]
-        if flags[j] or lp.extent == 1:
-            cost *= lp.extent
+        if flags[j] or lp.extent == 1 or (lp.kind == "vectorized" and j == len(loops) - 1):
+            # (TVM's innermost vector loop is one group of vector
+            # instructions once compiled, not a loop)
+            cost *= 1 if lp.kind == "vectorized" else lp.extent
             continue
         if lp.kind != "serial" or lp.extent * cost > _LLVM_FULL_UNROLL_THRESHOLD:
             return
