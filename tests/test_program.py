@@ -571,15 +571,20 @@ def test_unit_loops_do_not_count_toward_the_unroll_depth():
     assert ours == tvms == {names[0], names[1], names[2]}
 
 
-def test_stride_2_conv_vectorized_along_the_output_width():
-    """A 1x1 stride-2 NCHW conv vectorized along the output width (FCV_6,
-    stop 28): X moves by 2 elements per lane (gathered, built lane by lane),
-    W stays put, Y moves contiguously (a vector store); the FMA is vector."""
+def _stride_2_conv_1x1():
+    """Y[k, i, j] = sum_c X[c, 2i, 2j] * W[k, c]: a 1x1 stride-2 NCHW conv."""
     x = te.placeholder((8, 16, 32), name="X")
     w = te.placeholder((4, 8), name="W")
     c = te.reduce_axis((0, 8), name="c")
     y = te.compute((4, 8, 16), lambda k, i, j: te.sum(x[c, 2 * i, 2 * j] * w[k, c], axis=c), name="Y")
-    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([x, w, y])}))
+    return tvm.IRModule({"main": te.create_prim_func([x, w, y])})
+
+
+def test_stride_2_conv_vectorized_along_the_output_width():
+    """A 1x1 stride-2 NCHW conv vectorized along the output width (FCV_6,
+    stop 28): X moves by 2 elements per lane (gathered, built lane by lane),
+    W stays put, Y moves contiguously (a vector store); the FMA is vector."""
+    sch = tvm.s_tir.Schedule(_stride_2_conv_1x1())
     k, i, j, cc = sch.get_loops(sch.get_sblock("Y"))
     sch.reorder(k, i, cc, j)
     sch.vectorize(j)
@@ -599,11 +604,7 @@ def test_unrolled_output_channels_share_one_gathered_vector():
     """The stride-2 conv with a register tile of 4 output channels unrolled
     outside the vector loop: X does not depend on the channel, so the 4
     copies share one built vector (1/4 gather per point); Y and W do."""
-    x = te.placeholder((8, 16, 32), name="X")
-    w = te.placeholder((4, 8), name="W")
-    c = te.reduce_axis((0, 8), name="c")
-    y = te.compute((4, 8, 16), lambda k, i, j: te.sum(x[c, 2 * i, 2 * j] * w[k, c], axis=c), name="Y")
-    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([x, w, y])}))
+    sch = tvm.s_tir.Schedule(_stride_2_conv_1x1())
     k, i, j, cc = sch.get_loops(sch.get_sblock("Y"))
     sch.reorder(i, cc, k, j)
     sch.unroll(k)

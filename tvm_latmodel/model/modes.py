@@ -486,6 +486,7 @@ def _cpu_efficiency(b: BlockSummary, lanes: int, hw: HardwareSpec) -> float:
     elif b.vector_extent > 1 and b.vector_gathers:
         # gathered operands built lane by lane, the arithmetic vector
         vec = b.vector_extent
+        # (a summary built by hand, without the sharing, counts each gather once)
         eff = gather_efficiency(b.vector_extent, lanes, b.ops_per_point, b.vector_accesses,
                                 b.gathered_per_point or b.vector_gathers)
     elif b.vector_extent > 1:

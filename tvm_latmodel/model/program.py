@@ -448,16 +448,14 @@ class _Walker:
             ops, fmas, lanes_filled = per_point
             vec = max(vec, lanes_filled)
         n_vars = self.n_vars
-        gathers = moving = 0
+        gathered, moving = [], 0
         if vec_level >= 0:
             # Accesses that do not move contiguously (or stay put) along the
             # vector loop become gathers; those that move contiguously are
             # vector loads and stores.
-            gathered = []
             for _, _, _, _, _, dims, _, strides, mentions in compiled:
                 step = _stride_along(dims, strides, mentions, n_vars, var_ids[vec_level], vec)
                 if step is None or abs(step) > 1:
-                    gathers += 1
                     gathered.append((dims, strides, mentions))
                 elif step:
                     moving += 1
@@ -526,7 +524,7 @@ class _Walker:
         self.blocks.append(dict(
             name=str(blk.name_hint), region=region, loops=loops, work_points=work,
             useful_points=useful, ops_per_point=ops, vector_extent=vec, dtype_bits=store_bits,
-            accesses=tuple(accesses), reduce_level=reduce_level, vector_gathers=gathers, vector_accesses=moving,
+            accesses=tuple(accesses), reduce_level=reduce_level, vector_gathers=len(gathered), vector_accesses=moving,
             chain_length=float(chain if reduce_level else 0), fma_per_point=fmas, libm_calls_per_point=libm,
             libm_cost_per_point=libm_cost))
         self.block_vars.append(tuple(var_ids))
@@ -617,7 +615,9 @@ def _tensorized_work(compiled) -> tuple[float, float, int] | None:
 def _llvm_full_unroll(loops, ops_per_point: float, n_accesses: int, flags: list) -> None:
     """Mark the loops LLVM fully unrolls by itself (in place).
 
-    From the innermost loop TVM left rolled outward: a serial loop whose
+    From the innermost loop TVM left rolled outward (TVM's innermost vector
+    loop is not a loop once compiled: its body is the cost of one point): a
+    serial loop whose
     trip count times the cost of its body (the unrolled copies inside it,
     each ``ops + accesses + 1`` instructions) stays within
     ``_LLVM_FULL_UNROLL_THRESHOLD`` is unrolled, and its body grows by its
@@ -626,10 +626,10 @@ def _llvm_full_unroll(loops, ops_per_point: float, n_accesses: int, flags: list)
     cost = float(ops_per_point + n_accesses + 1)
     for j in range(len(loops) - 1, -1, -1):
         lp = loops[j]
-        if flags[j] or lp.extent == 1 or (lp.kind == "vectorized" and j == len(loops) - 1):
-            # (TVM's innermost vector loop is one group of vector
-            # instructions once compiled, not a loop)
-            cost *= 1 if lp.kind == "vectorized" else lp.extent
+        if lp.kind == "vectorized" and j == len(loops) - 1:
+            continue  # TVM's innermost vector loop: one group of vector instructions once compiled
+        if flags[j] or lp.extent == 1:
+            cost *= lp.extent
             continue
         if lp.kind != "serial" or lp.extent * cost > _LLVM_FULL_UNROLL_THRESHOLD:
             return
