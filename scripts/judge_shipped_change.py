@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Judge a change to the modes (or the residual) on a held-out set, by the
+rule the protocols of stops 28-29 use, old code against new, side by side.
+
+    python scripts/judge_shipped_change.py --old /tmp/snapA --new /tmp/snapB \\
+        --old-model OLD/tvm_latmodel/model/pretrained/cpu-x86.json --new-model C.json \\
+        --out benchmarks/pretrained_stop29_p2 --name set5 LOG_DIR ...
+
+``--old``/``--new`` are source trees (e.g. ``git archive HEAD`` and the same
+with the change applied); each replay runs ``tvm-latmodel replay`` with that
+tree first on ``PYTHONPATH``. ``--old-model`` is the shipped residual as it is,
+``--new-model`` the one refitted on the new terms
+(``train_shipped_model.py ... -o C.json`` run in the new tree). Replays:
+
+* the analytical model alone, zero shots, old and new;
+* the product (hybrid with its residual), zero shots, old and new;
+* the product at ``--shots`` (16) for each of ``--seeds`` (0-4).
+
+Each replay's JSON goes to ``--out`` and is kept: a rerun skips the replays
+already done (resumable). Then the rule, on the set's means:
+
+* analytical, new vs old: Spearman and top-1 not lower, top-5 at least
+  old - 0.01, trials to 5% at most old + 0.5;
+* product, zero shots: top-1 not lower, top-5 at least old - 0.01, trials
+  at most old + 0.5; at ``--shots``: top-1 and top-5 at least old - 0.01.
+
+It prints the table and the verdict and writes them to ``summary.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+KEYS = ("spearman", "top1_score", "top5_score", "trials_to_5pct")
+
+
+def _replay(root: str, out: str, args: list[str]) -> None:
+    if os.path.exists(out) and os.path.getsize(out) > 0:
+        return
+    env = dict(os.environ, PYTHONPATH=root)
+    t0 = time.time()
+    with open(out + ".tmp", "w") as f:
+        subprocess.run([sys.executable, "-W", "ignore", "-m", "tvm_latmodel.cli.main", "replay", *args, "--json"],
+                       cwd=root, env=env, stdout=f, check=True)
+    os.replace(out + ".tmp", out)
+    print(f"[judge] {os.path.basename(out)} in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+
+
+def _means(path: str) -> tuple[list[float], int]:
+    tasks = json.load(open(path))["tasks"]
+    return [sum(t[k] for t in tasks) / len(tasks) for k in KEYS], len(tasks)
+
+
+def _fmt(v) -> str:
+    return " / ".join(f"{x:.3f}" for x in v)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("logs", nargs="+")
+    ap.add_argument("--old", required=True)
+    ap.add_argument("--new", required=True)
+    ap.add_argument("--old-model", required=True)
+    ap.add_argument("--new-model", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--name", default="set")
+    ap.add_argument("--shots", type=int, default=16)
+    ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
+    args = ap.parse_args()
+    logs = [os.path.abspath(p) for p in args.logs]
+    os.makedirs(args.out, exist_ok=True)
+    o = lambda tag: os.path.join(args.out, f"{args.name}_{tag}.json")  # noqa: E731
+
+    _replay(args.old, o("analytical_old_0"), ["--model", "analytical", *logs])
+    _replay(args.new, o("analytical_new_0"), ["--model", "analytical", *logs])
+    _replay(args.old, o("A_old_0"), ["--model", "hybrid", "--pretrained", args.old_model, *logs])
+    _replay(args.new, o("C_new_0"), ["--model", "hybrid", "--pretrained", args.new_model, *logs])
+    for s in args.seeds:
+        for root, model, tag in ((args.old, args.old_model, "A_old"), (args.new, args.new_model, "C_new")):
+            _replay(root, o(f"{tag}_{args.shots}_s{s}"),
+                    ["--model", "hybrid", "--pretrained", model, "--shots", str(args.shots), "--seed", str(s), *logs])
+
+    lines = [f"# {args.name}: old `{args.old}` + `{args.old_model}` vs new `{args.new}` + `{args.new_model}`", "",
+             "Spearman / top-1 / top-5 / trials to 5%, means over the set's tasks.", "",
+             "| replay | tasks | S / top-1 / top-5 / trials |", "|---|---|---|"]
+    rows = {}
+    for tag in ("analytical_old_0", "analytical_new_0", "A_old_0", "C_new_0"):
+        rows[tag], n = _means(o(tag))
+        lines.append(f"| {tag} | {n} | {_fmt(rows[tag])} |")
+    for tag in ("A_old", "C_new"):
+        per_seed = [_means(o(f"{tag}_{args.shots}_s{s}"))[0] for s in args.seeds]
+        rows[tag] = [sum(v[i] for v in per_seed) / len(per_seed) for i in range(len(KEYS))]
+        lines.append(f"| {tag}_{args.shots} ({len(per_seed)} seeds; top-1 {min(v[1] for v in per_seed):.3f}-"
+                     f"{max(v[1] for v in per_seed):.3f}) | {n} | {_fmt(rows[tag])} |")
+    a, b = rows["analytical_old_0"], rows["analytical_new_0"]
+    ok1 = b[0] >= a[0] and b[1] >= a[1] and b[2] >= a[2] - 0.01 and b[3] <= a[3] + 0.5
+    za, zc, ma, mc = rows["A_old_0"], rows["C_new_0"], rows["A_old"], rows["C_new"]
+    ok2 = (zc[1] >= za[1] and zc[2] >= za[2] - 0.01 and zc[3] <= za[3] + 0.5
+           and mc[1] >= ma[1] - 0.01 and mc[2] >= ma[2] - 0.01)
+    lines += ["", f"- analytical: Spearman {b[0] - a[0]:+.3f}, top-1 {b[1] - a[1]:+.3f}, top-5 {b[2] - a[2]:+.3f}, "
+              f"trials {b[3] - a[3]:+.2f}: {'passes' if ok1 else 'fails'}",
+              f"- product: zero-shot top-1 {zc[1] - za[1]:+.3f}, top-5 {zc[2] - za[2]:+.3f}, trials "
+              f"{zc[3] - za[3]:+.2f}; {args.shots} shots top-1 {mc[1] - ma[1]:+.3f}, top-5 {mc[2] - ma[2]:+.3f}: "
+              f"{'passes' if ok2 else 'fails'}",
+              f"- verdict: {'ADOPT' if ok1 and ok2 else 'REFUSE'}"]
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(args.out, "summary.md"), "w") as f:
+        f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
