@@ -502,6 +502,42 @@ def test_compiled_sums_agree_with_the_tree_on_random_expressions():
     assert checked > 300
 
 
+def test_affine_fast_paths_give_the_probed_stride_and_the_interval():
+    """Affine indices (the common case) take shortcuts in the footprint walk
+    and in the stride along a loop: both must give exactly what probing with
+    _interval gives (random affine indices over 4 loop variables)."""
+    import random
+
+    from tvm_latmodel.model.indexing import (_compile, _interval, _linear, _probed_stride, _stride_along,
+                                             _vars_of, _widened)
+
+    vs = [tvm.tirx.Var(n, "int32") for n in "abcd"]
+    env = {v.__chandle__(): ("v", n) for n, v in enumerate(vs)}
+    rng = random.Random(1)
+    for _ in range(300):
+        dims = []
+        for _ in range(rng.randint(1, 3)):
+            expr = tvm.tirx.IntImm("int32", rng.randint(-3, 5))
+            for v in rng.sample(vs, rng.randint(0, 3)):
+                expr = expr + v * rng.choice([-4, -1, 1, 2, 3, 8])
+            dims.append((_compile(expr, env), 1))
+        lins = [_linear(node) for node, _ in dims]
+        assert None not in lins
+        strides = [rng.choice([1, 7, 64]) for _ in dims]
+        mentions = [_vars_of(node, set()) for node, _ in dims]
+        var, extent = rng.randrange(4), rng.randint(2, 9)
+        assert _stride_along(dims, strides, mentions, 4, var, extent) == \
+            _probed_stride(dims, strides, mentions, 4, var, extent)
+        # freeing the loops one by one, outermost last, as the footprint walk does
+        ranges = [(0, 0)] * 4
+        ivs = [(lin[0], lin[0]) for lin in lins]
+        for v in rng.sample(range(4), 4):
+            e = rng.randint(1, 9)
+            ranges[v] = (0, e - 1)
+            ivs = [_widened(iv, lin[1], v, e) for iv, lin in zip(ivs, lins)]
+            assert ivs == [_interval(node, ranges) for node, _ in dims]
+
+
 def _strided_taps(unroll_taps: bool):
     """A 1-D transposed convolution's shape of update (stop 23, T2D):
     C[i] += if_then_else((i + r) % 2 == 0, A[(i + r) // 2], 0) * W[r] over

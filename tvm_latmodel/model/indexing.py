@@ -145,6 +145,36 @@ def _interval(node, ranges):
     return None
 
 
+def _linear(node):
+    """``(const, ((var, coef), ...))`` of a compiled node that is a constant,
+    a loop variable or an affine sum with no other term; else None. Its
+    interval, offsets and strides are then read off the coefficients, with
+    the same integers :func:`_interval` would compute."""
+    tag = node[0]
+    if tag == "aff":
+        return (node[1], node[2]) if not node[3] else None
+    if tag == "v":
+        return (0, ((node[1], 1),))
+    if tag == "c":
+        return (node[1], ())
+    return None
+
+
+def _widened(iv: tuple, terms, var: int, extent: int) -> tuple:
+    """Interval of an affine index (``terms`` of :func:`_linear`) once loop
+    ``var`` ranges over ``[0, extent)`` instead of sitting at 0: what
+    :func:`_interval` gives, without re-evaluating the other terms."""
+    lo, hi = iv
+    for v, k in terms:
+        if v == var:
+            x = k * (extent - 1)
+            if x >= 0:
+                hi += x
+            else:
+                lo += x
+    return (lo, hi)
+
+
 def _vars_of(node, out: set) -> set:
     """Loop-variable indices a compiled expression mentions."""
     tag = node[0]
@@ -179,6 +209,15 @@ def _stride_along(dims, strides, mentions, n_vars: int, var: int, extent: int):
     (a wrap-around ``//`` or ``%`` of a fused loop, or an unknown index).
     ``mentions``: each dimension's :func:`_vars_of`.
     """
+    lins = [_linear(node) for node, _ in dims]
+    if None not in lins:
+        # All affine (the common case): the offset is linear in ``var``.
+        return sum(st * k for (_, terms), st in zip(lins, strides) for v, k in terms if v == var)
+    return _probed_stride(dims, strides, mentions, n_vars, var, extent)
+
+
+def _probed_stride(dims, strides, mentions, n_vars: int, var: int, extent: int):
+    """:func:`_stride_along` by probing the offsets (any compiled index)."""
     ranges = [(0, 0)] * n_vars
     # Dimensions that do not mention ``var`` give the same term at every probe.
     fixed, moving = 0, []

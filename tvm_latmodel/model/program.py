@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 import tvm
 
 from .indexing import (_bits, _compile, _compile_cond, _count_fma, _count_libm, _count_ops, _guard_of, _interval,
-                       _stride_along, _strides, _vars_of, live_copy_fraction)
+                       _linear, _stride_along, _strides, _vars_of, _widened, live_copy_fraction)
 
 # TVM's UnrollLoop default auto_max_depth: at most this many unrolled loops
 # nested below a loop that is itself auto-unrolled.
@@ -484,7 +484,11 @@ class _Walker:
                 for v in vs:
                     mentioned_in.setdefault(v, []).append(d)
             ranges = [(0, 0)] * n_vars
-            ivs = [_interval(node, ranges) for node, _ in dims]
+            # An affine index widens by coef * (extent - 1) when its loop is
+            # freed (the integers _interval gives); others are re-evaluated.
+            lins = [_linear(node) for node, _ in dims]
+            ivs = [(lin[0], lin[0]) if lin is not None else _interval(node, ranges)
+                   for lin, (node, _) in zip(lins, dims)]
             fps = [0.0] * (depth + 1)
             changed = True
             for k in range(depth, -1, -1):
@@ -494,7 +498,8 @@ class _Walker:
                     if e != 1:
                         ranges[v] = (0, e - 1)
                         for d in mentioned_in.get(v, ()):
-                            ivs[d] = _interval(dims[d][0], ranges)
+                            lin = lins[d]
+                            ivs[d] = _interval(dims[d][0], ranges) if lin is None else _widened(ivs[d], lin[1], v, e)
                             changed = True
                 if not changed:
                     fps[k] = fps[k + 1]
