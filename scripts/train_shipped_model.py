@@ -22,7 +22,8 @@ that machine:
 
 (``--hold-out`` with no family keeps none out; it takes any number of
 families, and given before the logs it would take them too.) Its held-out
-check is then the network kernels of ``tuning_logs/cpu-znver4-net``, in no
+check is then the network kernels of ``tuning_logs/cpu-znver4-net`` (and the
+Zen 3's ``cpu-znver3-net``), in no
 training log.
 
 The fit is repeatable: the same logs on the same machine give the same
