@@ -204,9 +204,10 @@ def _strides(shape) -> list[int]:
 def _stride_along(dims, strides, mentions, n_vars: int, var: int, extent: int):
     """Element stride of an access along loop variable ``var`` (others at 0).
 
-    Probes the offset at 0, 1, the middle and the last iteration; returns the
-    stride when the offset is affine in ``var`` over the loop, else None
-    (a wrap-around ``//`` or ``%`` of a fused loop, or an unknown index).
+    Affine indices give it from their coefficients; otherwise the offset is
+    probed at 0, 1, the middle and the last iteration (:func:`_probed_stride`),
+    and the stride returned when it is affine in ``var`` over the loop, else
+    None (a wrap-around ``//`` or ``%`` of a fused loop, or an unknown index).
     ``mentions``: each dimension's :func:`_vars_of`.
     """
     lins = [_linear(node) for node, _ in dims]
