@@ -293,6 +293,7 @@ def main() -> int:
 
     from tvm_latmodel.targets import host_target
 
+    _log(f"[bench] this machine's target: {host_target()}")
     results = [bench_workload(w, args.n, args.shots, args.repeats, args.seed, not args.no_search)
                for w in args.workloads]
     doc = {"command": "python3 " + " ".join(sys.argv), "target": str(host_target()),

@@ -92,7 +92,8 @@ def _tune(name, model, trials, seed, out, key, path, hardware=None) -> dict:
     if os.path.isdir(work_dir):  # an interrupted run: start it again cleanly
         shutil.rmtree(work_dir)
     spec = "defaults" if hardware is None else os.path.abspath(hardware)
-    print(f"[live] {name} {model} seed {seed}: {trials} trials, hardware {spec}", file=sys.stderr, flush=True)
+    print(f"[live] {name} {model} seed {seed}: {trials} trials, hardware {spec}, target {target}",
+          file=sys.stderr, flush=True)
     rep = tune_workload(get_workload(name), target, work_dir=work_dir, trials=trials, cost_model=model,
                         seed=seed, workload_name=name, hardware=hardware)
     d = rep.to_dict()

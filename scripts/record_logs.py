@@ -82,6 +82,8 @@ def main() -> int:
     from tvm_latmodel.workloads import MORE_RECORDED_WORKLOADS, RECORDED_WORKLOADS, get_workload
 
     target = host_target()
+    # Name the CPU up front: sessions have been handed different machines.
+    print(f"[record] this machine's target: {target}", file=sys.stderr, flush=True)
     names = args.workloads or (MORE_RECORDED_WORKLOADS if args.more else RECORDED_WORKLOADS)
     half = args.trials // 2
     phases = (("random", "random", half), ("xgb", "xgb", args.trials))
