@@ -93,10 +93,11 @@ def main() -> int:
         rows[tag], n = _means(o(tag))
         lines.append(f"| {tag} | {n} | {_fmt(rows[tag])} |")
     for tag in ("A_old", "C_new"):
-        per_seed = [_means(o(f"{tag}_{args.shots}_s{s}"))[0] for s in args.seeds]
+        scored = [_means(o(f"{tag}_{args.shots}_s{s}")) for s in args.seeds]
+        per_seed = [v for v, _ in scored]
         rows[tag] = [sum(v[i] for v in per_seed) / len(per_seed) for i in range(len(KEYS))]
         lines.append(f"| {tag}_{args.shots} ({len(per_seed)} seeds; top-1 {min(v[1] for v in per_seed):.3f}-"
-                     f"{max(v[1] for v in per_seed):.3f}) | {n} | {_fmt(rows[tag])} |")
+                     f"{max(v[1] for v in per_seed):.3f}) | {scored[0][1]} | {_fmt(rows[tag])} |")
     a, b = rows["analytical_old_0"], rows["analytical_new_0"]
     ok1 = b[0] >= a[0] and b[1] >= a[1] and b[2] >= a[2] - 0.01 and b[3] <= a[3] + 0.5
     za, zc, ma, mc = rows["A_old_0"], rows["C_new_0"], rows["A_old"], rows["C_new"]
