@@ -622,9 +622,8 @@ def _llvm_full_unroll(loops, ops_per_point: float, n_accesses: int, flags: list)
 
     From the innermost loop TVM left rolled outward (TVM's innermost vector
     loop is not a loop once compiled: its body is the cost of one point): a
-    serial loop whose
-    trip count times the cost of its body (the unrolled copies inside it,
-    each ``ops + accesses + 1`` instructions) stays within
+    serial loop whose trip count times the cost of its body (the unrolled
+    copies inside it, each ``ops + accesses + 1`` instructions) stays within
     ``_LLVM_FULL_UNROLL_THRESHOLD`` is unrolled, and its body grows by its
     trip count; the first loop that does not fit (or is not serial) stops it.
     """
