@@ -318,6 +318,51 @@ def test_llvm_vectorizes_the_channel_loop_outside_unrolled_taps():
     assert summarize(sch2.mod, "cpu").blocks[0].auto_vector_extent == 0
 
 
+
+def _max_pool(k=2, w=64, rows=16):
+    x = te.placeholder((4, rows, w), name="X")
+    rh = te.reduce_axis((0, k), name="rh")
+    rw = te.reduce_axis((0, k), name="rw")
+    y = te.compute((4, (rows - k) // 2 + 1, (w - k) // 2 + 1),
+                   lambda n, i, j: te.max(x[n, 2 * i + rh, 2 * j + rw], axis=[rh, rw]), name="Y")
+    return tvm.IRModule({"main": te.create_prim_func([x, y])})
+
+
+def _pool_taps_unrolled(k=2, w=64, unroll_body=False):
+    sch = tvm.s_tir.Schedule(_max_pool(k, w))
+    n, i, j, rh, rw = sch.get_loops(sch.get_sblock("Y"))
+    if unroll_body:
+        sch.parallel(sch.fuse(n, i))
+        sch.unroll(j)
+    sch.unroll(rh)
+    sch.unroll(rw)
+    (b,) = summarize(sch.mod, "cpu").blocks
+    return b
+
+
+def test_llvm_loads_complete_stride_2_groups_interleaved():
+    """Max pooling 2x2/2, taps unrolled: along the rolled output-column loop
+    (32 columns: 32 x 4 copies x (1 op + 2 accesses + 1) = 512 > 300, so
+    LLVM keeps it rolled) X moves by 2 elements, and the unrolled taps of
+    each window row read offsets {0, 1} and {W, W+1}: complete interleave
+    groups of factor 2, which LLVM's loop vectorizer loads with wide loads
+    and shuffles (``strided_vectorizer_check.md``: 0 gathers, 64 packed
+    max on znver4, 128 on znver3). The block counts as vectorized 32 wide."""
+    b = _pool_taps_unrolled(k=2, w=64)
+    assert not b.loops[2].unrolled and b.loops[2].extent == 32
+    assert b.vector_extent == 0 and b.auto_vector_extent == 32 and b.vector_gathers == 0
+
+
+def test_incomplete_or_far_strided_groups_stay_scalar():
+    """3x3/2 pooling: the taps read offsets {0, 1, 2} at stride 2, a group
+    with an extra member (a gap in the next): not counted as vectorized.
+    With the body unrolled inside the parallel loop, X moves by two rows
+    (64 elements) along the only rolled loop: gathered, lane by lane, and
+    left scalar by the model."""
+    b = _pool_taps_unrolled(k=3, w=65)
+    assert not b.loops[2].unrolled and b.loops[2].extent == 32 and b.auto_vector_extent == 0
+    assert _pool_taps_unrolled(k=2, w=16, unroll_body=True).auto_vector_extent == 0
+
 def test_llvm_fully_unrolls_small_rolled_loops():
     """A rolled 3-tap loop (cost 3 x (2 ops + 4 accesses + 1) = 21 <= 300)
     is unrolled by LLVM; the 64-wide channel loop (64 x 9 x 7) is not."""

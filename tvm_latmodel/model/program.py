@@ -687,7 +687,71 @@ def _auto_vector(loops, var_ids, reduce_vars, reduce_level, compiled, n_vars) ->
                 break
         if ok:
             best = loops[j].extent
-    return best
+    return best or _interleaved_auto_vector(loops, var_ids, reduce_vars, compiled, n_vars)
+
+
+# LLVM's loop vectorizer loads (and stores) an interleaved group, the
+# accesses of one buffer at offsets 0..s-1 of a stride s, with wide loads
+# and shuffles (LoopVectorize's InterleavedAccessInfo; X86's
+# getInterleavedMemoryOpCost costs factors up to 8).
+_MAX_INTERLEAVE = 8
+_MAX_COPIES = 4096  # unrolled copies enumerated for an interleave check
+
+
+def _interleaved_auto_vector(loops, var_ids, reduce_vars, compiled, n_vars) -> int:
+    """Extent LLVM's loop vectorizer takes when the innermost loop left
+    rolled has strided accesses that form complete interleaved groups.
+
+    The loop must be serial (not the parallel loop: TVM emits its body as a
+    loop over the thread's chunk, and where everything inside it was
+    unrolled, LLVM's SLP vectorizer packed the copies instead, e.g. 256
+    two-wide FMAs in FDN_11's record 40), iterate a non-reduction axis, and
+    every access must be invariant, contiguous, or
+    of stride ``s`` (``1 < |s| <= 8``) with the unrolled copies inside the
+    loop touching every offset ``0..|s|-1`` (e.g. the two taps ``2x,
+    2x+1`` of a stride-2 pooling window). Any other strided access would be
+    gathered or scattered, lane by lane; that loop counts as scalar (LLVM
+    keeps VF = 1 where its cost model finds the vector form dearer).
+    Returns 0 when the loop does not qualify.
+    """
+    depth = len(loops)
+    j = next((k for k in range(depth - 1, -1, -1) if loops[k].extent > 1 and not loops[k].unrolled), -1)
+    if j < 0 or loops[j].kind != "serial" or var_ids[j] in reduce_vars:
+        return 0
+    extent, var = loops[j].extent, var_ids[j]
+    inner = [k for k in range(j + 1, depth) if loops[k].extent > 1]
+    strided = False
+    for is_write, dims, strides, mentions in compiled:
+        step = _stride_along(dims, strides, mentions, n_vars, var, extent)
+        if step is None or (is_write and step == 0):
+            return 0
+        if abs(step) <= 1:
+            continue
+        if abs(step) > _MAX_INTERLEAVE or not _interleaved(abs(step), inner, loops, var_ids, dims, strides,
+                                                            mentions, n_vars):
+            return 0
+        strided = True
+    return extent if strided else 0
+
+
+def _interleaved(stride: int, inner, loops, var_ids, dims, strides, mentions, n_vars) -> bool:
+    """Whether the unrolled copies of an access (the loops ``inner``) touch
+    every residue modulo ``stride`` of its offset: a complete interleaved
+    group."""
+    offsets = {0}
+    for k in inner:
+        st = _stride_along(dims, strides, mentions, n_vars, var_ids[k], loops[k].extent)
+        if st is None or len(offsets) * loops[k].extent > _MAX_COPIES:
+            return False
+        if st:
+            offsets = {o + i * st for o in offsets for i in range(loops[k].extent)}
+    left = sorted(offsets)
+    while left:
+        run = range(left[0], left[0] + stride)
+        if left[:stride] != list(run):
+            return False
+        left = left[stride:]
+    return True
 
 
 def _shared_allocations(w: _Walker) -> None:
