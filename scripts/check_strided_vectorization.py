@@ -3,11 +3,14 @@
 
 Builds small hand schedules (max pooling and depthwise-style reductions,
 NHWC, the channel loop outermost so the loop left innermost moves by a
-whole row of channels) for this machine's CPU and counts gathers,
-scatters, interleaved-load shuffles (``vpermt2ps``) and packed/scalar
+whole row of channels) for the given CPU and counts gathers, scatters,
+interleaved-load shuffles (``vpermt2ps`` with AVX-512; ``vshufps``,
+``vpermps``, ``vperm2f128``, ``vunpck*`` otherwise) and packed/scalar
 arithmetic in the assembly, beside the model's verdict
 (``auto_vector_extent``, ``vector_gathers``) for the same block. Stop 28's
-mode (``program._strided_auto_vector``) is checked against it.
+refused mode was checked against it; stop 30's
+(``program._interleaved_auto_vector``: complete interleave groups along a
+rolled serial loop) takes only the cases where LLVM packs without gathers.
 
     python scripts/check_strided_vectorization.py [--mcpu znver4]
 """
@@ -63,12 +66,12 @@ def main() -> int:
     cases += [(f"{op} over {k}x{k} taps, channels outermost, {width} columns", channels_outer(width, op, k))
               for width in (8, 32) for op in ("fma", "sum", "max") for k in (2, 3)]
     print(f"mcpu {args.mcpu}, TVM {tvm.__version__}\n")
-    print("| case | gathers | scatters | vpermt2ps | packed | scalar | model: auto_vector_extent, gathers |")
+    print("| case | gathers | scatters | shuffles | packed | scalar | model: auto_vector_extent, gathers |")
     print("|---|---|---|---|---|---|---|")
     for label, mod in cases:
         asm = tvm.compile(mod, target=target).mod.inspect_source("asm")
         n = {k: len(re.findall(p, asm)) for k, p in (
-            ("g", r"vgather"), ("s", r"vscatter"), ("p", r"vpermt2ps"),
+            ("g", r"vgather"), ("s", r"vscatter"), ("p", r"vpermt2ps|vshufps|vpermps|vperm2f128|vunpck"),
             ("packed", r"v(fmadd\d+|mul|add|max)ps"), ("scalar", r"v(fmadd\d+|mul|add|max)ss"))}
         (b,) = summarize(mod, "cpu").blocks
         print(f"| {label} | {n['g']} | {n['s']} | {n['p']} | {n['packed']} | {n['scalar']} | "
