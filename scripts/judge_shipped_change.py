@@ -10,7 +10,10 @@ rule the protocols of stops 28-29 use, old code against new, side by side.
 with the change applied); each replay runs ``tvm-latmodel replay`` with that
 tree first on ``PYTHONPATH``. ``--old-model`` is the shipped residual as it is,
 ``--new-model`` the one refitted on the new terms
-(``train_shipped_model.py ... -o C.json`` run in the new tree). Replays:
+(``train_shipped_model.py ... -o C.json`` run in the new tree), or the
+shipped file again to judge the mode with the residual held fixed (stop 30
+part 4: a refit on a machine other than the shipped file's moves the
+product by more than most modes do). Replays:
 
 * the analytical model alone, zero shots, old and new;
 * the product (hybrid with its residual), zero shots, old and new;

@@ -26,6 +26,13 @@ check is then the network kernels of ``tuning_logs/cpu-znver4-net`` (and the
 Zen 3's ``cpu-znver3-net``), in no
 training log.
 
+The shipped file is stop 28's fit on the Zen 4. Stop 30 added a mode
+(complete interleave groups, ``program._interleaved_auto_vector``) without
+refitting it: refitted on the Zen 3, where ``from_target`` gives the logs'
+``znver4`` target default clock and caches instead of the host's, the same
+code moved zero-shot top-1 on fresh sets by -0.08 and +0.05
+(``benchmarks/modes/PROTOCOL_stop30.md``, parts 3-4): refit on the Zen 4.
+
 The fit is repeatable: the same logs on the same machine give the same
 file, byte for byte (stop 19: TVM's per-store rows are put in a canonical
 order first, ``features.canonical_rows``; before that, three fits scored
