@@ -692,8 +692,9 @@ def _auto_vector(loops, var_ids, reduce_vars, reduce_level, compiled, n_vars) ->
 
 # LLVM's loop vectorizer loads (and stores) an interleaved group, the
 # accesses of one buffer at offsets 0..s-1 of a stride s, with wide loads
-# and shuffles (LoopVectorize's InterleavedAccessInfo; X86's
-# getInterleavedMemoryOpCost costs factors up to 8).
+# and shuffles (LoopVectorize's InterleavedAccessInfo). The limit of 8 is
+# stop 28's reading of X86's AVX-512 interleave costs; only factor 2 was
+# checked in the assembly (strided_vectorizer_check.md, both CPUs).
 _MAX_INTERLEAVE = 8
 _MAX_COPIES = 4096  # unrolled copies enumerated for an interleave check
 
@@ -706,12 +707,14 @@ def _interleaved_auto_vector(loops, var_ids, reduce_vars, compiled, n_vars) -> i
     loop over the thread's chunk, and where everything inside it was
     unrolled, LLVM's SLP vectorizer packed the copies instead, e.g. 256
     two-wide FMAs in FDN_11's record 40), iterate a non-reduction axis, and
-    every access must be invariant, contiguous, or
-    of stride ``s`` (``1 < |s| <= 8``) with the unrolled copies inside the
-    loop touching every offset ``0..|s|-1`` (e.g. the two taps ``2x,
-    2x+1`` of a stride-2 pooling window). Any other strided access would be
-    gathered or scattered, lane by lane; that loop counts as scalar (LLVM
-    keeps VF = 1 where its cost model finds the vector form dearer).
+    every access must be invariant, contiguous, or of stride ``s`` (``1 <
+    |s| <= 8``) with the unrolled copies inside the loop covering its
+    offsets in complete runs ``o, o+1, ..., o+|s|-1`` (e.g. the taps ``2x,
+    2x+1`` of each row of a 2x2/2 pooling window; not the three taps of a
+    3x3/2 window, whose third offset starts a group with a gap). Any other
+    strided access is gathered or scattered, or the loop left scalar; the
+    model counts that loop as scalar (it does not score gathers: on the
+    Zen 4 LLVM gathers such loops, and they can run slower than scalar).
     Returns 0 when the loop does not qualify.
     """
     depth = len(loops)
@@ -735,9 +738,9 @@ def _interleaved_auto_vector(loops, var_ids, reduce_vars, compiled, n_vars) -> i
 
 
 def _interleaved(stride: int, inner, loops, var_ids, dims, strides, mentions, n_vars) -> bool:
-    """Whether the unrolled copies of an access (the loops ``inner``) touch
-    every residue modulo ``stride`` of its offset: a complete interleaved
-    group."""
+    """Whether the unrolled copies of an access (the loops ``inner``) cover
+    its offsets in complete runs of ``stride`` consecutive elements, each
+    offset once: complete interleave groups."""
     offsets = {0}
     for k in inner:
         st = _stride_along(dims, strides, mentions, n_vars, var_ids[k], loops[k].extent)
