@@ -13,8 +13,8 @@ the best; 1 = as well predicted as the best).
 
     python scripts/check_spills.py LOG_DIR ... [--top 3] [--out benchmarks/modes/spills.json]
 
-It prints one line per record and, at the end, the Spearman correlation of
-stack references with ``under`` over all picks (not the best), and writes
+It prints one line per record and, at the end, the rank (Spearman)
+correlation of stack references with ``under`` over all picks (not the best), and writes
 the rows to ``--out`` (JSON). Development data only: it reads schedules.
 """
 
@@ -47,7 +47,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="+")
     ap.add_argument("--top", type=int, default=3, help="the model's top picks per log")
-    ap.add_argument("--out", default=None, help="JSON rows (written after every log: resumable by hand)")
+    ap.add_argument("--out", default=None, help="JSON rows, rewritten after every log (a stopped run keeps the logs it finished)")
     args = ap.parse_args()
 
     import numpy as np

@@ -318,7 +318,6 @@ def test_llvm_vectorizes_the_channel_loop_outside_unrolled_taps():
     assert summarize(sch2.mod, "cpu").blocks[0].auto_vector_extent == 0
 
 
-
 def _max_pool(k=2, w=64, rows=16):
     x = te.placeholder((4, rows, w), name="X")
     rh = te.reduce_axis((0, k), name="rh")
@@ -362,6 +361,7 @@ def test_incomplete_or_far_strided_groups_stay_scalar():
     b = _pool_taps_unrolled(k=3, w=65)
     assert not b.loops[2].unrolled and b.loops[2].extent == 32 and b.auto_vector_extent == 0
     assert _pool_taps_unrolled(k=2, w=16, unroll_body=True).auto_vector_extent == 0
+
 
 def test_llvm_fully_unrolls_small_rolled_loops():
     """A rolled 3-tap loop (cost 3 x (2 ops + 4 accesses + 1) = 21 <= 300)
