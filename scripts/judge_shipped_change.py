@@ -24,7 +24,7 @@ already done (resumable). Then the rule, on the set's means:
 
 * analytical, new vs old: Spearman and top-1 not lower, top-5 at least
   old - 0.01, trials to 5% at most old + 0.5;
-* product, zero shots: top-1 not lower, top-5 at least old - 0.01, trials
+* product, zero shots: top-1 not lower (or by at most ``--top1-tolerance``), top-5 at least old - 0.01, trials
   at most old + 0.5; at ``--shots``: top-1 and top-5 at least old - 0.01.
 
 It prints the table and the verdict and writes them to ``summary.md``.
@@ -74,6 +74,8 @@ def main() -> int:
     ap.add_argument("--name", default="set")
     ap.add_argument("--shots", type=int, default=16)
     ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
+    ap.add_argument("--top1-tolerance", type=float, default=0.0,
+                    help="the product's zero-shot top-1 may fall by this much (stop 31: 0.01 for a refit)")
     args = ap.parse_args()
     logs = [os.path.abspath(p) for p in args.logs]
     os.makedirs(args.out, exist_ok=True)
@@ -104,7 +106,7 @@ def main() -> int:
     a, b = rows["analytical_old_0"], rows["analytical_new_0"]
     ok1 = b[0] >= a[0] and b[1] >= a[1] and b[2] >= a[2] - 0.01 and b[3] <= a[3] + 0.5
     za, zc, ma, mc = rows["A_old_0"], rows["C_new_0"], rows["A_old"], rows["C_new"]
-    ok2 = (zc[1] >= za[1] and zc[2] >= za[2] - 0.01 and zc[3] <= za[3] + 0.5
+    ok2 = (zc[1] >= za[1] - args.top1_tolerance and zc[2] >= za[2] - 0.01 and zc[3] <= za[3] + 0.5
            and mc[1] >= ma[1] - 0.01 and mc[2] >= ma[2] - 0.01)
     lines += ["", f"- analytical: Spearman {b[0] - a[0]:+.3f}, top-1 {b[1] - a[1]:+.3f}, top-5 {b[2] - a[2]:+.3f}, "
               f"trials {b[3] - a[3]:+.2f}: {'passes' if ok1 else 'fails'}",

@@ -13,6 +13,11 @@ the pool: the first half are random samples of MetaSchedule's design space
 LocalRunner), the second half MetaSchedule's evolutionary search driven by
 TVM's random cost model.
 
+The machine's spec (``HardwareSpec.from_target`` of this host) goes to
+``OUT/hardware.json``, which ``tvm-latmodel train --hardware`` takes to fit
+the logs on another machine; a folder recorded on another kind of CPU is
+refused.
+
 Re-running continues where it stopped: a workload whose record file already
 has the requested count is skipped.
 
@@ -61,6 +66,25 @@ def network_kernel(spec: str):
     raise ValueError(f"{network} has no tunable task {task!r}; its tasks: {', '.join(names)}")
 
 
+def _keep_spec(out: str, target) -> None:
+    """Write the recording machine's spec to ``OUT/hardware.json`` (what
+    ``tvm-latmodel train --hardware`` takes to fit these logs on any machine);
+    refuse to add records to a folder another kind of CPU recorded."""
+    from tvm_latmodel.hardware import HardwareSpec
+
+    path = os.path.join(out, "hardware.json")
+    here = HardwareSpec.from_target(target)
+    if os.path.exists(path):
+        there = HardwareSpec.load(path)
+        if there.name != here.name:
+            sys.exit(f"[record] {path}: these logs were recorded on {there.name}, this machine is {here.name}; "
+                     "record into another folder")
+        return
+    os.makedirs(out, exist_ok=True)
+    here.save(path)
+    print(f"[record] wrote {path} ({here.name}, {here.source})", file=sys.stderr)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="tuning_logs/cpu")
@@ -84,6 +108,7 @@ def main() -> int:
     target = host_target()
     # Name the CPU up front: sessions have been handed different machines.
     print(f"[record] this machine's target: {target}", file=sys.stderr, flush=True)
+    _keep_spec(args.out, target)
     names = args.workloads or (MORE_RECORDED_WORKLOADS if args.more else RECORDED_WORKLOADS)
     half = args.trials // 2
     phases = (("random", "random", half), ("xgb", "xgb", args.trials))

@@ -46,3 +46,12 @@ def test_train_on_a_committed_log_gives_a_pretrained_model(tmp_path, capsys):
     assert "trained the residual on" in capsys.readouterr().out
     m = HybridCostModel(pretrained=str(out))
     assert m.pretrained_model_ is not None
+
+
+def test_train_names_a_bad_hardware_spec(tmp_path, capsys):
+    spec = tmp_path / "board.json"
+    spec.write_text('{"format": "tvm-latmodel-hardware", "format_version": 1, "spec": {"kind": "cpu"}')
+    assert main(["train", LOGS, "-o", str(tmp_path / "m.json"), "--hardware", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "tvm-latmodel train: error:" in err and str(spec) in err
+    assert not (tmp_path / "m.json").exists()

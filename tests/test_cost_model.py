@@ -441,3 +441,44 @@ def test_the_residual_sees_the_same_rows_in_every_extraction():
     for s in sums[1:]:
         np.testing.assert_array_equal(s, sums[0])
     assert sums[0].shape == (len(task.candidates()), 164) and np.abs(sums[0]).sum() > 0
+
+
+def test_a_fit_depends_on_the_measuring_machines_spec_not_on_the_host(monkeypatch):
+    """``train_on_tasks(hardware=...)``: the same logs and spec give the same
+    analytical inputs and bounds whichever CPU runs the fit; without a spec, a
+    host that is not the logs' CPU gets default clock and caches, is warned,
+    and fits other inputs (stop 30 measured that moving top-1 by 0.08)."""
+    import dataclasses
+    import os
+
+    from tvm_latmodel.hardware import HardwareSpec
+    from tvm_latmodel.model.cost_model import train_on_tasks
+    from tvm_latmodel.replay import load_database
+
+    log = os.path.join(os.path.dirname(__file__), "..", "tuning_logs", "cpu", "C1D_0")
+    (task,) = load_database(log)
+    task = dataclasses.replace(task, records=task.records[:24])
+    logs_cpu = str(task.target.attrs["mcpu"])
+    monkeypatch.setattr(tvm.target.codegen, "llvm_get_system_cpu", lambda: logs_cpu)
+    measured_on = HardwareSpec.from_target(task.target)
+    assert measured_on.source == "host"
+
+    def fit(**kw):
+        m = train_on_tasks([dataclasses.replace(task)], progress=False, **kw)
+        return m.log_analytical_, m.bounds_
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the logs' own CPU: nothing to warn about
+        here = fit()
+    monkeypatch.setattr(tvm.target.codegen, "llvm_get_system_cpu", lambda: "another-cpu")
+    with pytest.warns(UserWarning, match="not this host's CPU"):
+        elsewhere = fit()
+    assert elsewhere != here
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        given = fit(hardware=measured_on)
+    assert given == here
+    other = HardwareSpec.from_dict({**measured_on.to_dict(), "spec": {**measured_on.to_dict()["spec"],
+                                                                      "extra": {"mcpu": "cortex-a72"}}})
+    with pytest.warns(UserWarning, match="spec is of a cortex-a72"):
+        fit(hardware=other)

@@ -49,6 +49,10 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--output", required=True, help="model file to write (JSON)")
     p.add_argument("--objective", default=DEFAULT_OBJECTIVE, choices=OBJECTIVES,
                    help=f"the residual's objective (default {DEFAULT_OBJECTIVE})")
+    p.add_argument("--hardware", default=None, metavar="SPEC.json",
+                   help="the spec of the machine that measured the logs (from `calibrate` there); default: "
+                        "the logs' target's spec, which is this host's only when they were measured on this "
+                        "kind of CPU")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_train)
 
@@ -139,7 +143,8 @@ def _cmd_train(args) -> int:
     from ..model.cost_model import train_on_tasks
     from ..replay import load_tasks
 
-    model = train_on_tasks(load_tasks(args.logs, progress=True), objective=args.objective, seed=args.seed)
+    model = train_on_tasks(load_tasks(args.logs, progress=True), hardware=args.hardware, objective=args.objective,
+                           seed=args.seed)
     model.save(args.output)
     print(f"trained the residual on {model.fitted_on_} records of {len(set(model.groups_))} tasks -> {args.output}")
     return 0

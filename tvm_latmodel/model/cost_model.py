@@ -484,10 +484,25 @@ class HybridCostModel(ms.cost_model.PyCostModel):
             warnings.warn(f"HybridCostModel: {message}", RuntimeWarning, stacklevel=3)
 
 
-def train_on_tasks(tasks, *, objective: str = DEFAULT_OBJECTIVE, seed: int = 0, progress: bool = True):
+def train_on_tasks(tasks, *, hardware=None, objective: str = DEFAULT_OBJECTIVE, seed: int = 0,
+                   progress: bool = True):
     """A HybridCostModel whose residual is fitted once on every valid record
     of ``tasks`` (``replay.Task``; one target family), starting from no
-    pretrained residual: what ``tvm-latmodel train`` saves."""
+    pretrained residual: what ``tvm-latmodel train`` saves.
+
+    Parameters
+    ----------
+    hardware : HardwareSpec or str, optional
+        The spec (or a spec JSON's path) of the machine that **measured**
+        the logs. The analytical estimates and the per-task bounds the
+        residual is fitted against are computed with it, not with the spec
+        of the machine that runs the fit. Default:
+        ``HardwareSpec.from_target`` of the first task's target, which reads
+        the clock and caches of this host only when the target's ``mcpu``
+        is this host's CPU and uses defaults otherwise (a warning says so;
+        a 3.0 GHz default for a 2.6 GHz CPU moved zero-shot top-1 by up to
+        0.08, BENCHMARKS.md stop 30).
+    """
     import sys
 
     from ..sampling import make_context
@@ -497,8 +512,14 @@ def train_on_tasks(tasks, *, objective: str = DEFAULT_OBJECTIVE, seed: int = 0, 
     families = {_target_family(t.target) for t in tasks}
     if len(families) > 1:
         raise ValueError("the logs mix CPU and GPU targets; train one model per target family")
-    model = HybridCostModel(target=tasks[0].target, objective=objective, seed=seed, pretrained=None,
-                            min_samples=10**9)  # no fit while the data comes in
+    if isinstance(hardware, str):
+        hardware = HardwareSpec.load(hardware)
+    if hardware is not None and hardware.kind != families.pop():
+        raise ValueError(f"a {hardware.kind} spec ({hardware.name}) cannot describe the logs' "
+                         f"{tasks[0].target.kind.name} target")
+    _warn_training_spec(tasks, hardware)
+    model = HybridCostModel(target=tasks[0].target, hardware=hardware, objective=objective, seed=seed,
+                            pretrained=None, min_samples=10**9)  # no fit while the data comes in
     for t in tasks:
         if progress:
             print(f"[train] {t.name}: {len(t)} records", file=sys.stderr)
@@ -508,6 +529,30 @@ def train_on_tasks(tasks, *, objective: str = DEFAULT_OBJECTIVE, seed: int = 0, 
     model.min_samples = HybridCostModel(pretrained=None).min_samples
     model.refit()
     return model
+
+
+def _warn_training_spec(tasks, hardware) -> None:
+    """Warn when the spec of a fit is likely not the measuring machine's:
+    none given and the logs' CPU is not this host's, logs of several CPUs
+    under one spec, or a given spec of another CPU than the logs'."""
+    cpus = sorted({str(t.target.attrs.get("mcpu", "") or "") for t in tasks if t.target.kind.name == "llvm"})
+    if not cpus:
+        return
+    spec = hardware if hardware is not None else HardwareSpec.from_target(tasks[0].target)
+    spec_cpu = str(spec.extra.get("mcpu", "") or "")
+    if len(cpus) > 1:
+        warnings.warn(f"the logs were measured for {len(cpus)} CPUs ({', '.join(cpus)}); every record is "
+                      f"fitted with one spec, {spec.name} ({spec.source}). Train one model per machine",
+                      stacklevel=3)
+    elif hardware is not None:
+        if spec_cpu and spec_cpu != cpus[0]:
+            warnings.warn(f"the hardware spec is of a {spec_cpu} ({spec.name}), the logs' target is {cpus[0]}",
+                          stacklevel=3)
+    elif spec.source == "defaults":
+        warnings.warn(f"the logs' target is {cpus[0] or 'a generic CPU'}, not this host's CPU: the fit uses "
+                      f"default clock and caches for it ({spec.extra.get('freq_ghz')} GHz, "
+                      f"{spec.peak_gflops:.0f} GFLOP/s), not the measuring machine's. Pass that machine's spec "
+                      "(--hardware; `tvm-latmodel calibrate -o spec.json` writes one there)", stacklevel=3)
 
 
 def shipped_model_path(family: str) -> str | None:
