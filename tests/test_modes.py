@@ -282,8 +282,11 @@ def test_chain_efficiency_needs_latency_times_pipes_accumulators():
 
 def test_register_spill_beyond_the_register_file():
     assert register_spill_efficiency(14, 16, 0.5) == 1.0  # 16 registers - 2 operands
-    # 30 accumulators: 14 kept, 16 spilled at half speed
-    assert register_spill_efficiency(30, 16, 0.5) == pytest.approx(30 / (14 + 32))
+    # 30 accumulators on 14 free registers: the whole tile at the in-memory
+    # rate (0.5), times the share that fits (14 / 30)
+    assert register_spill_efficiency(30, 16, 0.5) == pytest.approx(0.5 * 14 / 30)
+    # one accumulator too many is already the cliff
+    assert register_spill_efficiency(15, 16, 0.5) == pytest.approx(0.5 * 14 / 15)
     # AVX-512's 32 registers keep all 30
     assert register_spill_efficiency(30, 32, 0.5) == 1.0
 

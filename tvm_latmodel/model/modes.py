@@ -21,8 +21,9 @@ named in ``tvm-latmodel explain``:
 * **accumulator chains** (:func:`chain_efficiency`, CPU): a reduction adds
   into each accumulator in order, so the FMA pipes only stay full with
   ``fma_latency * fma_pipes`` independent accumulator vectors in the loops
-  inside the innermost reduction loop; more than the register file holds
-  spill to L1 (:func:`register_spill_efficiency`).
+  inside the innermost reduction loop; a tile larger than the register
+  file is a cliff: the whole body spills to L1, at the in-memory rate times
+  the share that fits (:func:`register_spill_efficiency`).
 * **register tile** (:func:`memory_accumulator_efficiency`, CPU): the
   accumulators stay in registers only when every loop inside the innermost
   reduction loop is unrolled or vectorized; a rolled loop there walks them
@@ -204,17 +205,25 @@ def register_spill_efficiency(accumulators: float, registers: int, spilled_effic
                               operands: int = CPU_OPERAND_REGISTERS) -> float:
     """Throughput left when the accumulator tile outgrows the registers.
 
-    ``1`` while ``accumulators <= registers - operands``; beyond, the share
-    of accumulators that spill runs at ``spilled_efficiency``
-    (:func:`memory_accumulator_efficiency`):
-    ``accumulators / (kept + spilled / spilled_efficiency)``.
-    Example (16 registers, 0.5): 14 → 1.0, 30 → 30 / 46.
+    ``1`` while ``accumulators <= keep = registers - operands``; beyond, a
+    cliff: LLVM's register allocator spills and reloads inside the unrolled
+    body (operands too, not only the excess accumulators), so the whole
+    tile runs at ``spilled_efficiency`` (:func:`memory_accumulator_efficiency`)
+    times the share of it that fits: ``spilled_efficiency * keep /
+    accumulators``. Example (16 registers, 0.5): 14 → 1.0, 30 → 0.5 * 14 / 30.
+
+    The form is a choice made on development data (stop 31,
+    ``benchmarks/modes/PROTOCOL_stop31.md`` part 3), not a fitted constant:
+    FCV_36 record 10 of ``cpu-znver3-net`` (a 6 x 49-wide tile, 42 vector
+    registers on AVX2's 16) compiles for znver3 to 705 stack references
+    for 42 FMAs per loop iteration and runs 13.5x slower than the task's
+    best; the former form (only the excess spilled at half speed) scored
+    it 0.6 of its unspilled rate, this one 0.17.
     """
     keep = registers - operands
     if accumulators <= keep:
         return 1.0
-    spilled = accumulators - keep
-    return accumulators / (keep + spilled / spilled_efficiency)
+    return spilled_efficiency * max(0, keep) / accumulators
 
 
 def instruction_mix_factor(ops: float, fmas: float, fma_pipes: int, add_pipes: int) -> float:
