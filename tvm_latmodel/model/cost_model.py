@@ -512,12 +512,15 @@ def train_on_tasks(tasks, *, hardware=None, objective: str = DEFAULT_OBJECTIVE, 
     families = {_target_family(t.target) for t in tasks}
     if len(families) > 1:
         raise ValueError("the logs mix CPU and GPU targets; train one model per target family")
+    given = hardware is not None
     if isinstance(hardware, str):
         hardware = HardwareSpec.load(hardware)
-    if hardware is not None and hardware.kind != families.pop():
+    elif hardware is None:
+        hardware = HardwareSpec.from_target(tasks[0].target)
+    if hardware.kind != families.pop():
         raise ValueError(f"a {hardware.kind} spec ({hardware.name}) cannot describe the logs' "
                          f"{tasks[0].target.kind.name} target")
-    _warn_training_spec(tasks, hardware)
+    _warn_training_spec(tasks, hardware, given)
     model = HybridCostModel(target=tasks[0].target, hardware=hardware, objective=objective, seed=seed,
                             pretrained=None, min_samples=10**9)  # no fit while the data comes in
     for t in tasks:
@@ -531,20 +534,19 @@ def train_on_tasks(tasks, *, hardware=None, objective: str = DEFAULT_OBJECTIVE, 
     return model
 
 
-def _warn_training_spec(tasks, hardware) -> None:
+def _warn_training_spec(tasks, spec: HardwareSpec, given: bool) -> None:
     """Warn when the spec of a fit is likely not the measuring machine's:
     none given and the logs' CPU is not this host's, logs of several CPUs
     under one spec, or a given spec of another CPU than the logs'."""
     cpus = sorted({str(t.target.attrs.get("mcpu", "") or "") for t in tasks if t.target.kind.name == "llvm"})
     if not cpus:
         return
-    spec = hardware if hardware is not None else HardwareSpec.from_target(tasks[0].target)
     spec_cpu = str(spec.extra.get("mcpu", "") or "")
     if len(cpus) > 1:
         warnings.warn(f"the logs were measured for {len(cpus)} CPUs ({', '.join(cpus)}); every record is "
                       f"fitted with one spec, {spec.name} ({spec.source}). Train one model per machine",
                       stacklevel=3)
-    elif hardware is not None:
+    elif given:
         if spec_cpu and spec_cpu != cpus[0]:
             warnings.warn(f"the hardware spec is of a {spec_cpu} ({spec.name}), the logs' target is {cpus[0]}",
                           stacklevel=3)

@@ -739,8 +739,9 @@ def _interleaved_auto_vector(loops, var_ids, reduce_vars, compiled, n_vars) -> i
 
 def _interleaved(stride: int, inner, loops, var_ids, dims, strides, mentions, n_vars) -> bool:
     """Whether the unrolled copies of an access (the loops ``inner``) cover
-    its offsets in complete runs of ``stride`` consecutive elements, each
-    offset once: complete interleave groups."""
+    its offsets in complete runs of ``stride`` consecutive elements:
+    complete interleave groups (copies that read the same offset count
+    once, as LLVM loads it once)."""
     offsets = {0}
     for k in inner:
         st = _stride_along(dims, strides, mentions, n_vars, var_ids[k], loops[k].extent)
