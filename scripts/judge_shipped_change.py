@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -82,7 +83,13 @@ def main() -> int:
     o = lambda tag: os.path.join(args.out, f"{args.name}_{tag}.json")  # noqa: E731
 
     _replay(args.old, o("analytical_old_0"), ["--model", "analytical", *logs])
-    _replay(args.new, o("analytical_new_0"), ["--model", "analytical", *logs])
+    if os.path.realpath(args.old) == os.path.realpath(args.new):
+        # One tree on both sides (a refit judged alone): the analytical
+        # model is the same, so its replay is not run twice.
+        if not os.path.exists(o("analytical_new_0")):
+            shutil.copyfile(o("analytical_old_0"), o("analytical_new_0"))
+    else:
+        _replay(args.new, o("analytical_new_0"), ["--model", "analytical", *logs])
     _replay(args.old, o("A_old_0"), ["--model", "hybrid", "--pretrained", args.old_model, *logs])
     _replay(args.new, o("C_new_0"), ["--model", "hybrid", "--pretrained", args.new_model, *logs])
     for s in args.seeds:
