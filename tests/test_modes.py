@@ -289,6 +289,9 @@ def test_register_spill_beyond_the_register_file():
     assert register_spill_efficiency(15, 16, 0.5) == pytest.approx(0.5 * 14 / 15)
     # AVX-512's 32 registers keep all 30
     assert register_spill_efficiency(30, 32, 0.5) == 1.0
+    # a file the operands fill (a valid spec of 2 vector registers) still
+    # keeps the accumulator an FMA is using: finite, not zero
+    assert register_spill_efficiency(4, 2, 0.5) == pytest.approx(0.5 * 1 / 4)
 
 
 def test_memory_accumulators_are_bound_by_stores():

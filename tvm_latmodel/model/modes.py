@@ -223,7 +223,10 @@ def register_spill_efficiency(accumulators: float, registers: int, spilled_effic
     keep = registers - operands
     if accumulators <= keep:
         return 1.0
-    return spilled_efficiency * max(0, keep) / accumulators
+    # An FMA holds its accumulator in a register while it runs: at least one
+    # fits even when the operands take the whole file (a spec with 1-2 vector
+    # registers passes HardwareSpec's checks; 0 here divided by zero).
+    return spilled_efficiency * max(1, keep) / accumulators
 
 
 def instruction_mix_factor(ops: float, fmas: float, fma_pipes: int, add_pipes: int) -> float:
