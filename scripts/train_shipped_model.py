@@ -27,11 +27,15 @@ Zen 3's ``cpu-znver3-net``), in no
 training log.
 
 The analytical inputs of the fit (estimates and per-task bounds) are
-computed with the spec of the machine that measured the logs, given by
-``--hardware`` (default ``benchmarks/remeasure/znver4_hardware.json``: the
-Zen 4's spec as its host read it, 2.596 GHz, copied verbatim from the
-shipped file), not with whatever ``HardwareSpec.from_target`` gives the
-machine running the fit. Before stop 31 they were: refitted on the Zen 3
+computed with the spec of the machine that measured the logs: a log
+folder's ``hardware.json`` (``record_logs.py`` writes one on the recording
+machine; ``cpu-znver3-net`` has the Zen 3's), else ``--hardware`` (default
+``benchmarks/remeasure/znver4_hardware.json``: the Zen 4's spec as its host
+read it, 2.596 GHz, copied verbatim from the shipped file), not with
+whatever ``HardwareSpec.from_target`` gives the machine running the fit.
+Logs of several machines are fitted together, each with its own spec
+(``cost_model.train_on_machines``); stop 33 tried that on all 174
+development logs and dropped it (``benchmarks/modes/PROTOCOL_stop33.md``). Before stop 31 they were: refitted on the Zen 3
 (3.0 GHz defaults for the logs' ``znver4`` target) the same code moved
 zero-shot top-1 on fresh sets by -0.08 and +0.05
 (``benchmarks/modes/PROTOCOL_stop30.md``, parts 3-4).
@@ -64,25 +68,31 @@ def main() -> int:
     ap.add_argument("--hold-out", nargs="*", default=["MBV2", "XFM"], help="families left out")
     ap.add_argument("--min-records", type=int, default=64, help="skip logs still being recorded")
     ap.add_argument("--hardware", default=SPEC,
-                    help="spec JSON of the machine that measured the logs (default: the Zen 4's, %(default)s)")
+                    help="spec JSON of the machine that measured the logs of a folder without a hardware.json "
+                         "(default: the Zen 4's, %(default)s)")
     ap.add_argument("-o", "--output", default=OUT)
     args = ap.parse_args()
 
-    from tvm_latmodel.model.cost_model import train_on_tasks
+    from tvm_latmodel.model.cost_model import train_on_machines
     from tvm_latmodel.replay import family_of, find_databases, load_database
 
     warnings.simplefilter("ignore")
-    tasks = []
+    by_spec: dict[str, list] = {}  # spec path -> tasks
     for p in args.logs:
         for db in find_databases(p):
+            own = db.parent / "hardware.json"  # written by record_logs.py on the recording machine
+            spec = str(own) if own.is_file() else args.hardware
             family = family_of(db.name)
             n = sum(1 for line in open(db / "database_tuning_record.json") if line.strip())
             if family in args.hold_out or n < args.min_records:
                 print(f"[ship] skip {db.name} ({'held out' if family in args.hold_out else f'{n} records'})",
                       file=sys.stderr)
                 continue
-            tasks.extend(load_database(db, name=db.name))
-    model = train_on_tasks(tasks, hardware=args.hardware)
+            by_spec.setdefault(spec, []).extend(load_database(db, name=db.name))
+    tasks = [t for ts in by_spec.values() for t in ts]
+    for spec, ts in by_spec.items():
+        print(f"[ship] {len(ts)} logs measured on the machine of {os.path.relpath(spec)}", file=sys.stderr)
+    model = train_on_machines([(ts, spec) for spec, ts in by_spec.items()])
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     model.write(args.output, training_data=False)
     print(f"shipped residual: {model.fitted_on_} records of {len(tasks)} tasks "

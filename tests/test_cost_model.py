@@ -482,3 +482,49 @@ def test_a_fit_depends_on_the_measuring_machines_spec_not_on_the_host(monkeypatc
                                                                       "extra": {"mcpu": "cortex-a72"}}})
     with pytest.warns(UserWarning, match="spec is of a cortex-a72"):
         fit(hardware=other)
+
+
+def test_logs_of_two_machines_are_each_featurised_with_their_own_spec(tmp_path):
+    """``train_on_machines``: each machine's records get the analytical
+    inputs and bound of its own spec (what ``train_on_tasks`` gives them
+    alone), the fit covers both, the file names no single spec, and a
+    workload logged on both machines is refused."""
+    import dataclasses
+    import os
+
+    from tvm_latmodel.hardware import HardwareSpec
+    from tvm_latmodel.model.cost_model import HybridCostModel, train_on_machines, train_on_tasks
+    from tvm_latmodel.replay import load_database
+
+    root = os.path.join(os.path.dirname(__file__), "..", "tuning_logs", "cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (a,) = load_database(os.path.join(root, "C1D_0"))
+        (b,) = load_database(os.path.join(root, "GMM_0"))
+    a, b = dataclasses.replace(a, records=a.records[:16]), dataclasses.replace(b, records=b.records[:16])
+    wide = HardwareSpec.from_target(tvm.target.Target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}))
+    narrow = HardwareSpec.from_target(tvm.target.Target({"kind": "llvm", "mcpu": "znver3", "num-cores": 2}))
+    assert (wide.vector_bits, narrow.vector_bits) == (512, 256)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the logs' CPU is named by neither spec
+        alone_a = train_on_tasks([a], hardware=wide, progress=False)
+        alone_b = train_on_tasks([b], hardware=narrow, progress=False)
+        both = train_on_machines([([a], wide), ([b], narrow)], progress=False)
+    assert both.log_analytical_ == alone_a.log_analytical_ + alone_b.log_analytical_
+    assert both.X_ == alone_a.X_ + alone_b.X_
+    assert both.bounds_ == {**alone_a.bounds_, **alone_b.bounds_}
+    assert both.fitted_on_ == 32 and both.model_ is not None
+    # b under the other spec gets other inputs: the spec is per machine, not the first one's
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        b_wide = train_on_tasks([b], hardware=wide, progress=False)
+    assert b_wide.log_analytical_ != alone_b.log_analytical_
+    path = str(tmp_path / "m.json")
+    both.write(path, training_data=False)
+    meta = json.load(open(path))
+    assert meta["hardware"] is None and meta["target_family"] == "cpu"
+    HybridCostModel(pretrained=path)._load_pretrained(path)  # usable as a pretrained residual
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="in the logs of two machines"):
+            train_on_machines([([a], wide), ([a], narrow)], progress=False)

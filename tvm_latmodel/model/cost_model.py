@@ -92,7 +92,8 @@ class HybridCostModel(ms.cost_model.PyCostModel):
         ``HardwareSpec.from_target`` of the context's target.
     pretrained : str or None
         ``"shipped"`` (default): the residual that ships in the package for
-        the target's family (x86 CPUs: trained on ``tuning_logs/cpu``), when
+        the target's family (x86 CPUs: trained on the logs of ``tuning_logs/cpu``
+        and ``tuning_logs/cpu-znver4`` with their times re-measured), when
         there is one. A path: a model file from ``tvm-latmodel train`` or
         :meth:`save`. ``None``: no pretrained residual.
     residual : bool
@@ -403,7 +404,7 @@ class HybridCostModel(ms.cost_model.PyCostModel):
             self.model_.save(os.path.join(os.path.dirname(os.path.abspath(path)), residual_file))
         hw = self._hw or (self.hardware if isinstance(self.hardware, HardwareSpec) else None)
         meta = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, "package_version": __version__,
-                "target_family": hw.kind if hw is not None else None,
+                "target_family": hw.kind if hw is not None else self._hardware_kind_hint(),
                 "hardware": hw.to_dict() if hw is not None else None,
                 "params": {"residual": self.residual, "objective": self.objective, "min_samples": self.min_samples,
                            "refit_growth": self.refit_growth, "evidence_half": self.evidence_half,
@@ -501,32 +502,66 @@ def train_on_tasks(tasks, *, hardware=None, objective: str = DEFAULT_OBJECTIVE, 
         the clock and caches of this host only when the target's ``mcpu``
         is this host's CPU and uses defaults otherwise (a warning says so;
         a 3.0 GHz default for a 2.6 GHz CPU moved zero-shot top-1 by up to
-        0.08, BENCHMARKS.md stop 30).
+        0.08, BENCHMARKS.md stop 30). Logs of several machines:
+        :func:`train_on_machines`.
     """
+    return train_on_machines([(tasks, hardware)], objective=objective, seed=seed, progress=progress)
+
+
+def train_on_machines(machines, *, objective: str = DEFAULT_OBJECTIVE, seed: int = 0, progress: bool = True):
+    """:func:`train_on_tasks` for logs measured on several machines:
+    ``machines`` is a list of ``(tasks, hardware)`` pairs, each machine's
+    records featurised with its own spec (the residual's inputs are
+    normalised by the spec, so one residual can learn from all of them).
+    The saved file then names no single machine's spec (``hardware`` null).
+    A workload logged on two machines is refused: its records would be
+    ranked as one task."""
     import sys
 
     from ..sampling import make_context
 
-    if not tasks:
+    if not machines or not any(tasks for tasks, _ in machines):
         raise ValueError("no task to train on")
-    families = {_target_family(t.target) for t in tasks}
+    all_tasks = [t for tasks, _ in machines for t in tasks]
+    families = {_target_family(t.target) for t in all_tasks}
     if len(families) > 1:
         raise ValueError("the logs mix CPU and GPU targets; train one model per target family")
-    given = hardware is not None
-    if isinstance(hardware, str):
-        hardware = HardwareSpec.load(hardware)
-    elif hardware is None:
-        hardware = HardwareSpec.from_target(tasks[0].target)
-    if hardware.kind != families.pop():
-        raise ValueError(f"a {hardware.kind} spec ({hardware.name}) cannot describe the logs' "
-                         f"{tasks[0].target.kind.name} target")
-    _warn_training_spec(tasks, hardware, given)
-    model = HybridCostModel(target=tasks[0].target, hardware=hardware, objective=objective, seed=seed,
-                            pretrained=None, min_samples=10**9)  # no fit while the data comes in
-    for t in tasks:
-        if progress:
-            print(f"[train] {t.name}: {len(t)} records", file=sys.stderr)
-        model.update(make_context(t.mod, t.target), t.candidates(), t.results())
+    family = families.pop()
+    parts = []
+    for tasks, hardware in machines:
+        if not tasks:
+            continue
+        given = hardware is not None
+        if isinstance(hardware, str):
+            hardware = HardwareSpec.load(hardware)
+        elif hardware is None:
+            hardware = HardwareSpec.from_target(tasks[0].target)
+        if hardware.kind != family:
+            raise ValueError(f"a {hardware.kind} spec ({hardware.name}) cannot describe the logs' "
+                             f"{tasks[0].target.kind.name} target")
+        _warn_training_spec(tasks, hardware, given)
+        part = HybridCostModel(target=tasks[0].target, hardware=hardware, objective=objective, seed=seed,
+                               pretrained=None, min_samples=10**9)  # no fit while the data comes in
+        for t in tasks:
+            if progress:
+                print(f"[train] {t.name}: {len(t)} records ({hardware.name})", file=sys.stderr)
+            part.update(make_context(t.mod, t.target), t.candidates(), t.results())
+        parts.append(part)
+    model = parts[0]
+    if len(parts) > 1:
+        model = HybridCostModel(target=all_tasks[0].target, objective=objective, seed=seed, pretrained=None,
+                                min_samples=10**9)
+        for part in parts:
+            shared = set(part.groups_) & set(model.groups_)
+            if shared:
+                raise ValueError(f"workload {sorted(shared)[0]} is in the logs of two machines; "
+                                 "keep one machine's log of it")
+            model.X_ += part.X_
+            model.log_analytical_ += part.log_analytical_
+            model.log_measured_ += part.log_measured_
+            model.groups_ += part.groups_
+            model.bounds_.update(part.bounds_)
+            model.failed_count_ += part.failed_count_
     if not model.X_:
         raise ValueError("no valid record to train on")
     model.min_samples = HybridCostModel(pretrained=None).min_samples
