@@ -35,8 +35,9 @@ read it, 2.596 GHz, copied verbatim from the shipped file), not with
 whatever ``HardwareSpec.from_target`` gives the machine running the fit.
 Logs of several machines are fitted together, each with its own spec
 (``cost_model.train_on_machines``); stop 33 tried that on all 174
-development logs and dropped it (``benchmarks/modes/PROTOCOL_stop33.md``). Before stop 31 they were: refitted on the Zen 3
-(3.0 GHz defaults for the logs' ``znver4`` target) the same code moved
+development logs and dropped it (``benchmarks/modes/PROTOCOL_stop33.md``).
+Before stop 31 the inputs were not the measuring machine's: refitted on the
+Zen 3 (3.0 GHz defaults for the logs' ``znver4`` target) the same code moved
 zero-shot top-1 on fresh sets by -0.08 and +0.05
 (``benchmarks/modes/PROTOCOL_stop30.md``, parts 3-4).
 
