@@ -25,7 +25,9 @@ A workload may also be a kernel of a network, as ``DIR=NETWORK/TASK``: the
 task named ``TASK`` of the network's default fusion plan (what
 ``tvm-latmodel tune-network`` tunes; ``tvm_latmodel.networks.list_networks``),
 recorded under ``OUT/DIR`` (name ``DIR`` as ``FAMILY_IDX`` so the offline
-studies group it by family), e.g. ``FCV_0=mmimdb/fused_conv2d1_add1_relu1``.
+studies group it by family), e.g. ``FCV_0=mmimdb/fused_conv2d1_add1_relu1``;
+or a te_workload function at a shape of its own, as ``DIR=FUNC(ARGS)``, e.g.
+``DEP_4=depthwise_conv2d_nhwc(1,28,28,192,3,1,1)``.
 
     nice -n 19 python scripts/record_logs.py --trials 128
     nice -n 5 python scripts/record_logs.py --pool space --trials 64 --more
@@ -64,6 +66,26 @@ def network_kernel(spec: str):
             return w.mod
         names.append(w.name)
     raise ValueError(f"{network} has no tunable task {task!r}; its tasks: {', '.join(names)}")
+
+
+def te_kernel(spec: str):
+    """The module of ``FUNC(ARGS)``: MetaSchedule's ``te_workload.FUNC`` at
+    the given integer arguments (a shape that no ``FAMILY:IDX`` names), e.g.
+    ``depthwise_conv2d_nhwc(1,28,28,192,3,1,1)``."""
+    import tvm
+    from tvm import te
+    from tvm.s_tir.meta_schedule.testing import te_workload
+
+    fn, _, rest = spec.partition("(")
+    fn = fn.strip()
+    if not rest.endswith(")") or not hasattr(te_workload, fn):
+        raise ValueError(f"{spec!r}: not FUNC(INT,...) with FUNC a te_workload function")
+    try:
+        shape = [int(x) for x in rest[:-1].split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{spec!r}: the arguments must be integers") from None
+    func = te.create_prim_func(getattr(te_workload, fn)(*shape)).with_attr("global_symbol", "main")
+    return tvm.IRModule({"main": func})
 
 
 def _keep_spec(out: str, target) -> None:
@@ -125,7 +147,7 @@ def main() -> int:
                 continue
             todo = upto - have
             if mod is None:
-                mod = network_kernel(kernel) if kernel else get_workload(name)
+                mod = (te_kernel(kernel) if "(" in kernel else network_kernel(kernel)) if kernel else get_workload(name)
             t0 = time.time()
             print(f"[record] {name}: {have} records, {phase} phase for {todo} more", file=sys.stderr, flush=True)
             if phase == "space":
