@@ -107,6 +107,36 @@ def test_intermediates_are_held_at_the_size_tvm_compacts_them_to():
     assert f"{inter} = T.sblock_alloc_buffer((8, 64))" in lowered.script()
 
 
+def test_a_compacted_intermediate_touches_no_more_than_its_allocation():
+    """B = 2X computed at the 8-column tile of C = B + 1 (64x64 floats): TVM
+    compacts B to one 8-float tile inside C's (i, j0) loops, reused by every
+    tile. Its footprint at every loop level is at most those 32 bytes (not
+    the 64x64 or 64-float span its indices cover); X and C are parameters
+    and keep theirs."""
+    x = te.placeholder((64, 64), name="X")
+    b = te.compute((64, 64), lambda i, j: x[i, j] * 2.0, name="B")
+    c = te.compute((64, 64), lambda i, j: b[i, j] + 1.0, name="C")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([x, c])}))
+    i, j = sch.get_loops(sch.get_sblock("C"))
+    j0, j1 = sch.split(j, [8, 8])
+    sch.compute_at(sch.get_sblock("B"), j0)
+    ps = summarize(sch.mod, "cpu")
+    assert ps.buffer_bytes["B"] == 8 * 4
+    fps = {(blk.name, a.buffer): a.footprint_bytes for blk in ps.blocks for a in blk.accesses}
+    # loops i (64), j0 (8), then the block's own 8-wide loop, then one point
+    assert fps[("B", "B")] == (32, 32, 32, 4)  # uncapped: 64*64*4, 64*4, 8*4, 4
+    assert fps[("C", "B")] == (32, 32, 32, 4)
+    assert fps[("B", "X")] == (64 * 64 * 4, 64 * 4, 8 * 4, 4)
+    assert fps[("C", "C")] == (64 * 64 * 4, 64 * 4, 8 * 4, 4)
+    # TVM's own passes allocate B as that one tile
+    from tvm import s_tir
+
+    lowered = tvm.ir.transform.Sequential([
+        s_tir.transform.PlanAndUpdateBufferAllocationLocation(), s_tir.transform.ConvertBlocksToOpaque(),
+        s_tir.transform.CompactBufferAllocation()])(sch.mod)
+    assert "B = T.sblock_alloc_buffer((1, 8))" in lowered.script()
+
+
 def _tiled_matmul(vector_axis="j"):
     """64^3 matmul: i0 (parallel) j0 i1 k j1, with j1 or i1 vectorized (or none)."""
     sch = tvm.s_tir.Schedule(_matmul())

@@ -45,7 +45,7 @@ evaluated in pure Python, so a 3x3 conv schedule summarizes in about 2 ms.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import tvm
 
@@ -827,6 +827,26 @@ def _compacted_intermediates(w: _Walker) -> tuple[dict, dict]:
     return nbytes, copies
 
 
+def _within_allocations(b: BlockSummary, nbytes: dict, allocated: set) -> BlockSummary:
+    """``b`` with the footprint of each intermediate it touches capped at the
+    intermediate's compacted allocation (:func:`_compacted_intermediates`).
+
+    The compacted buffer is one tile, allocated inside the loop that encloses
+    every block touching it and reused by each iteration of that loop: over
+    any number of iterations it occupies its allocation's bytes, not the
+    span its indices cover in the uncompacted buffer (a padding tile
+    recomputed per output tile reads and writes the same few bytes).
+    """
+    accesses, changed = [], False
+    for a in b.accesses:
+        cap = nbytes.get(a.buffer) if a.buffer in allocated and a.scope in ("global", "") else None
+        if cap is not None and a.footprint_bytes and a.footprint_bytes[0] > cap:
+            a = replace(a, footprint_bytes=tuple(min(f, cap) for f in a.footprint_bytes))
+            changed = True
+        accesses.append(a)
+    return replace(b, accesses=tuple(accesses)) if changed else b
+
+
 def _prim_func(mod):
     """The PrimFunc ``main`` (or the only PrimFunc) of ``mod`` (an IRModule,
     a PrimFunc or a ``tvm.s_tir.Schedule``)."""
@@ -898,6 +918,13 @@ def summarize(mod, target_kind: str = "cpu") -> ProgramSummary:
             "CUDA schedule without thread bindings: no loop is bound to blockIdx, so it is not a "
             "GPU kernel (apply a GPU schedule, e.g. MetaSchedule's CUDA design space)")
     _shared_allocations(w)
+    if gpu:
+        buffer_bytes = {a.buffer: a.buffer_bytes for b in w.blocks for a in b.accesses
+                        if a.scope in ("global", "")}
+        copies: dict = {}
+    else:
+        buffer_bytes, copies = _compacted_intermediates(w)
+        w.blocks = [_within_allocations(b, buffer_bytes, w.allocated) for b in w.blocks]
     by_region: dict[int, list[BlockSummary]] = {}
     for b in w.blocks:
         by_region.setdefault(b.region, []).append(b)
@@ -912,11 +939,5 @@ def summarize(mod, target_kind: str = "cpu") -> ProgramSummary:
         else:
             regions.append(Region(r, w.region_units[r], w.region_threads[r],
                                   w.region_shared.get(r, 0.0), w.region_local.get(r, 0.0), tuple(blocks)))
-    if gpu:
-        buffer_bytes = {a.buffer: a.buffer_bytes for b in w.blocks for a in b.accesses
-                        if a.scope in ("global", "")}
-        copies: dict = {}
-    else:
-        buffer_bytes, copies = _compacted_intermediates(w)
     return ProgramSummary(target_kind=target_kind, regions=tuple(regions), unroll_max_step=w.unroll,
                           buffer_bytes=buffer_bytes, buffer_copies=copies)

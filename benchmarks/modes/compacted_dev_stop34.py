@@ -1,0 +1,43 @@
+"""Stop 34, part 2 (PROTOCOL_stop34.md): the analytical model alone with and without the cap of a compacted
+intermediate's footprint at its allocation (``program._within_allocations``), zero-shot, on the 194
+development logs. Each log's spec is ``HardwareSpec.from_target`` of its own target. Run from the repository
+root: python benchmarks/modes/compacted_dev_stop34.py [DEV_LIST]; rows go to compacted_dev_stop34.json."""
+import json, sys, warnings
+import numpy as np
+sys.path.insert(0, "scripts"); sys.path.insert(0, ".")
+import head_residual_study as h
+from tvm_latmodel.hardware import HardwareSpec
+from tvm_latmodel.model import program
+from tvm_latmodel.model.modes import estimate
+from tvm_latmodel.replay import family_of, load_database
+
+warnings.simplefilter("ignore")
+paths = open(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/modes/dev194_stop34.txt").read().split()
+capped = program._within_allocations
+rows = []
+for i, p in enumerate(paths):
+    name = p.rstrip("/").split("/")[-1]
+    (task,) = load_database(p, name=name)
+    hw = HardwareSpec.from_target(task.target)
+    lm = np.log(task.latencies_s)
+    ok = np.isfinite(lm)
+    cands = [c for c, k in zip(task.candidates(), ok) if k]
+    out = {}
+    for label, fn in (("old", lambda b, nbytes, allocated: b), ("new", capped)):
+        program._within_allocations = fn
+        la = np.log(np.maximum([estimate(program.summarize(c.sch.mod, "cpu"), hw).latency_s for c in cands], 1e-12))
+        out[label] = h.metrics(-la, lm[ok])
+    program._within_allocations = capped
+    for label, m in out.items():
+        rows.append({"task": name, "folder": p.split("/")[-2], "fam": family_of(name), "model": label, **m})
+    print(f"[dev] {i + 1}/{len(paths)} {name}: top1 {out['old']['top1']:.3f} -> {out['new']['top1']:.3f}",
+          file=sys.stderr, flush=True)
+json.dump(rows, open("benchmarks/modes/compacted_dev_stop34.json", "w"))
+keys = ("spearman", "top1", "top5", "rank_5pct")
+for label in ("old", "new"):
+    sel = [r for r in rows if r["model"] == label]
+    print(f"all {len(sel)} {label}: " + " ".join(f"{k} {np.mean([r[k] for r in sel]):.4f}" for k in keys))
+for folder in sorted({r["folder"] for r in rows}):
+    for label in ("old", "new"):
+        sel = [r for r in rows if r["model"] == label and r["folder"] == folder]
+        print(f"{folder} {len(sel)} {label}: " + " ".join(f"{k} {np.mean([r[k] for r in sel]):.4f}" for k in keys))
