@@ -36,7 +36,9 @@ What is summarized, per block (``T.sblock``) of the scheduled function:
 * the auto-unroll step.
 * the bytes of each global buffer: a parameter at its size, an
   intermediate at the tile TVM's buffer compaction allocates it as, and
-  how many parallel iterations each hold a copy (``buffer_copies``).
+  how many parallel iterations each hold a copy (``buffer_copies``). On
+  CPU an intermediate's footprints are capped at that tile: the tile is
+  one allocation that every iteration of its loop reuses.
 
 The walk is plain Python over node attributes (TVM 0.27 has no Python
 statement visitor); expressions are compiled once into tuples and then
