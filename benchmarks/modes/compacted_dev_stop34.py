@@ -19,14 +19,13 @@ for i, p in enumerate(paths):
     name = p.rstrip("/").split("/")[-1]
     (task,) = load_database(p, name=name)
     hw = HardwareSpec.from_target(task.target)
-    lm = np.log(task.latencies_s)
-    ok = np.isfinite(lm)
-    cands = [c for c, k in zip(task.candidates(), ok) if k]
+    lm = np.log(task.latencies_s)  # (failed runs are not records)
     out = {}
-    for label, fn in (("old", lambda b, nbytes, allocated: b), ("new", capped)):
+    for label, fn in (("old", lambda b, nbytes: b), ("new", capped)):
         program._within_allocations = fn
-        la = np.log(np.maximum([estimate(program.summarize(c.sch.mod, "cpu"), hw).latency_s for c in cands], 1e-12))
-        out[label] = h.metrics(-la, lm[ok])
+        la = np.log(np.maximum([estimate(program.summarize(c.sch.mod, "cpu"), hw).latency_s
+                                for c in task.candidates()], 1e-12))
+        out[label] = h.metrics(-la, lm)
     program._within_allocations = capped
     for label, m in out.items():
         rows.append({"task": name, "folder": p.split("/")[-2], "fam": family_of(name), "model": label, **m})

@@ -829,19 +829,21 @@ def _compacted_intermediates(w: _Walker) -> tuple[dict, dict]:
     return nbytes, copies
 
 
-def _within_allocations(b: BlockSummary, nbytes: dict, allocated: set) -> BlockSummary:
-    """``b`` with the footprint of each intermediate it touches capped at the
-    intermediate's compacted allocation (:func:`_compacted_intermediates`).
+def _within_allocations(b: BlockSummary, nbytes: dict) -> BlockSummary:
+    """``b`` with the footprint of each global buffer it touches capped at the
+    buffer's bytes as compiled (``nbytes``, from :func:`_compacted_intermediates`).
 
-    The compacted buffer is one tile, allocated inside the loop that encloses
-    every block touching it and reused by each iteration of that loop: over
-    any number of iterations it occupies its allocation's bytes, not the
-    span its indices cover in the uncompacted buffer (a padding tile
-    recomputed per output tile reads and writes the same few bytes).
+    Only a compacted intermediate changes: a parameter's bytes are its whole
+    size, which no footprint exceeds. The compacted buffer is one tile,
+    allocated inside the loop that encloses every block touching it and
+    reused by each iteration of that loop: over any number of iterations it
+    occupies its allocation's bytes, not the span its indices cover in the
+    uncompacted buffer (a padding tile recomputed per output tile reads and
+    writes the same few bytes).
     """
     accesses, changed = [], False
     for a in b.accesses:
-        cap = nbytes.get(a.buffer) if a.buffer in allocated and a.scope in ("global", "") else None
+        cap = nbytes.get(a.buffer)  # global buffers only
         if cap is not None and a.footprint_bytes and a.footprint_bytes[0] > cap:
             a = replace(a, footprint_bytes=tuple(min(f, cap) for f in a.footprint_bytes))
             changed = True
@@ -926,7 +928,7 @@ def summarize(mod, target_kind: str = "cpu") -> ProgramSummary:
         copies: dict = {}
     else:
         buffer_bytes, copies = _compacted_intermediates(w)
-        w.blocks = [_within_allocations(b, buffer_bytes, w.allocated) for b in w.blocks]
+        w.blocks = [_within_allocations(b, buffer_bytes) for b in w.blocks]
     by_region: dict[int, list[BlockSummary]] = {}
     for b in w.blocks:
         by_region.setdefault(b.region, []).append(b)
