@@ -72,9 +72,9 @@ def te_kernel(spec: str):
     """The module of ``FUNC(ARGS)``: MetaSchedule's ``te_workload.FUNC`` at
     the given integer arguments (a shape that no ``FAMILY:IDX`` names), e.g.
     ``depthwise_conv2d_nhwc(1,28,28,192,3,1,1)``."""
-    import tvm
-    from tvm import te
     from tvm.s_tir.meta_schedule.testing import te_workload
+
+    from tvm_latmodel.workloads import te_module
 
     fn, _, rest = spec.partition("(")
     fn = fn.strip()
@@ -84,8 +84,7 @@ def te_kernel(spec: str):
         shape = [int(x) for x in rest[:-1].split(",") if x.strip()]
     except ValueError:
         raise ValueError(f"{spec!r}: the arguments must be integers") from None
-    func = te.create_prim_func(getattr(te_workload, fn)(*shape)).with_attr("global_symbol", "main")
-    return tvm.IRModule({"main": func})
+    return te_module(getattr(te_workload, fn), shape)
 
 
 def _keep_spec(out: str, target) -> None:

@@ -113,5 +113,10 @@ def get_workload(name: str) -> tvm.IRModule:
         raise ValueError(
             f"bad workload index {idx!r} in {name!r}: {fam} has indices 0..{len(entries) - 1}"
         ) from None
+    return te_module(fn, shape)
+
+
+def te_module(fn, shape) -> tvm.IRModule:
+    """The IRModule (one PrimFunc ``main``) of te_workload function ``fn`` at ``shape``."""
     func = te.create_prim_func(fn(*shape)).with_attr("global_symbol", "main")
     return tvm.IRModule({"main": func})
