@@ -329,3 +329,28 @@ def test_record_logs_takes_a_networks_kernel():
     assert not any(tvm_ffi.structural_equal(mod, w.mod) for w in tasks if w.name != "max_pool2d4")
     with pytest.raises(ValueError, match=r"avmnist has no tunable task 'nope'; its tasks: .*max_pool2d4"):
         record_logs.network_kernel("avmnist/nope")
+
+
+def test_record_logs_takes_a_te_workload_function_at_a_shape():
+    """``DIR=FUNC(ARGS)`` (stop 34's set 14): te_workload's FUNC at those
+    integer arguments, the module ``get_workload`` builds for the same entry
+    (DEP:0 here); an unknown function, a missing parenthesis or a
+    non-integer argument is refused with the spec named."""
+    import importlib.util
+    import os
+
+    from tvm_latmodel.workloads import get_workload
+
+    path = os.path.join(os.path.dirname(__file__), "..", "scripts", "record_logs.py")
+    spec = importlib.util.spec_from_file_location("record_logs_te", path)
+    record_logs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(record_logs)
+
+    mod = record_logs.te_kernel("depthwise_conv2d_nhwc(1, 112, 112, 32, 3, 1, 1)")
+    assert tvm_ffi.structural_equal(mod, get_workload("DEP:0"))
+    assert not tvm_ffi.structural_equal(mod, get_workload("DEP:1"))
+    for bad, needle in [("no_such_fn(1,2)", "not FUNC"), ("conv2d_nhwc(1,2", "not FUNC"),
+                        ("conv2d_nhwc(1,x,3)", "must be integers")]:
+        with pytest.raises(ValueError, match=needle) as err:
+            record_logs.te_kernel(bad)
+        assert bad in str(err.value)
