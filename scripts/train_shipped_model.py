@@ -15,8 +15,12 @@ part 3; from stop 18 to 26 it was fitted on the 20 development logs only)
 is fitted on every log with its times re-measured on the idle Zen 4
 (``tuning_logs/remeasured-znver4``, made by
 ``scripts/export_remeasured.py``; the logged Zen 3 times are noisy by
-record): 53 logs, T2D_2 (48 records) skipped by ``--min-records``. It was
-fitted on that machine with:
+record): 53 logs, T2D_2 (48 records) skipped by ``--min-records``. Since
+stop 35 (``benchmarks/modes/PROTOCOL_stop35.md`` part 1) it is that recipe
+run again on the Zen 3 guest with the code of stop 34, whose analytical
+terms include the cap of a compacted intermediate at its allocation; from
+stop 27 to 34 it was the same recipe fitted on the Zen 4 (commit 028986d),
+on the terms of that time. The command:
 
     python scripts/train_shipped_model.py tuning_logs/remeasured-znver4/* --hold-out
 
