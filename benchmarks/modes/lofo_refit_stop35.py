@@ -6,7 +6,6 @@ part 2, which is what the product computes. Zero-shot, pretrained_weight W (env,
 reg:headweighted. Also the in-sample rows: each fitted on all 54 re-measured logs, scored on every log.
 Run from the repository root: python benchmarks/modes/lofo_refit_stop35.py."""
 import sys, os, json
-import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, "scripts")
 import head_residual_study as h
