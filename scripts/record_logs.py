@@ -27,7 +27,11 @@ task named ``TASK`` of the network's default fusion plan (what
 recorded under ``OUT/DIR`` (name ``DIR`` as ``FAMILY_IDX`` so the offline
 studies group it by family), e.g. ``FCV_0=mmimdb/fused_conv2d1_add1_relu1``;
 or a te_workload function at a shape of its own, as ``DIR=FUNC(ARGS)``, e.g.
-``DEP_4=depthwise_conv2d_nhwc(1,28,28,192,3,1,1)``.
+``DEP_4=depthwise_conv2d_nhwc(1,28,28,192,3,1,1)``. A new ``DIR`` that
+already names another workload, the registry's ``FAMILY:IDX`` of that name
+or a log folder of that name beside ``OUT``, is refused: the offline
+studies, caches and reports key tasks by name (stop 35 renamed three set-15
+logs for this).
 
     nice -n 19 python scripts/record_logs.py --trials 128
     nice -n 5 python scripts/record_logs.py --pool space --trials 64 --more
@@ -87,6 +91,34 @@ def te_kernel(spec: str):
     return te_module(getattr(te_workload, fn), shape)
 
 
+def name_taken(name: str, mod, out: str) -> str | None:
+    """Where ``name`` already stands for a workload other than ``mod``: the
+    registry's ``FAMILY:IDX`` spelled ``FAMILY_IDX``, or a log folder
+    ``<parent of OUT>/*/name`` (its first workload); None if it is free or
+    names the same module."""
+    import json
+
+    import tvm_ffi
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvm_latmodel.workloads import get_workload, list_workloads
+
+    fam, _, idx = name.rpartition("_")
+    if f"{fam}:{idx}" in list_workloads() and not tvm_ffi.structural_equal(get_workload(f"{fam}:{idx}"), mod):
+        return f"the registry's {fam}:{idx}"
+    out = os.path.abspath(out)
+    parent = os.path.dirname(out)
+    for folder in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
+        other = os.path.join(parent, folder, name, "database_workload.json")
+        if os.path.join(parent, folder) == out or not os.path.exists(other):
+            continue
+        with open(other) as f:
+            line = f.readline()
+        if line.strip() and not tvm_ffi.structural_equal(ms.database.Workload.from_json(json.loads(line)).mod, mod):
+            return os.path.join(parent, folder, name)
+    return None
+
+
 def _keep_spec(out: str, target) -> None:
     """Write the recording machine's spec to ``OUT/hardware.json`` (what
     ``tvm-latmodel train --hardware`` takes to fit these logs on any machine);
@@ -135,9 +167,18 @@ def main() -> int:
     phases = (("random", "random", half), ("xgb", "xgb", args.trials))
     if args.pool == "space":
         phases = (("space", None, half), ("random", "random", args.trials))
+    built = {}  # a new DIR=... is checked before anything is recorded
+    for entry in names:
+        name, _, kernel = entry.partition("=")
+        if kernel and count_records(os.path.join(args.out, name)) == 0:
+            built[name] = te_kernel(kernel) if "(" in kernel else network_kernel(kernel)
+            taken = name_taken(name, built[name], args.out)
+            if taken:
+                sys.exit(f"[record] {entry}: the name {name} is taken by {taken}, another workload "
+                         "(tasks are keyed by name); choose another")
     for name in names:
         name, _, kernel = name.partition("=")
-        mod = None  # built only for a workload with records still to take
+        mod = built.get(name)  # else built only for a workload with records still to take
         work_dir = os.path.join(args.out, name.replace(":", "_"))
         os.makedirs(work_dir, exist_ok=True)
         for phase, cost_model, upto in phases:

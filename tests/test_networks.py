@@ -354,3 +354,33 @@ def test_record_logs_takes_a_te_workload_function_at_a_shape():
         with pytest.raises(ValueError, match=needle) as err:
             record_logs.te_kernel(bad)
         assert bad in str(err.value)
+
+
+def test_record_logs_refuses_a_name_another_workload_has(tmp_path):
+    """Stop 35 named a set-15 log GRP_3, the name of the registry's GRP:3
+    logs (another shape): ``name_taken`` says so; a free name, the
+    registry's own module under its name, and a folder beside OUT holding
+    the same module pass; a folder beside OUT holding another module is
+    named."""
+    import importlib.util
+    import os
+
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvm_latmodel.workloads import get_workload
+
+    path = os.path.join(os.path.dirname(__file__), "..", "scripts", "record_logs.py")
+    spec = importlib.util.spec_from_file_location("record_logs_names", path)
+    record_logs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(record_logs)
+
+    grp = record_logs.te_kernel("conv2d_nhwc(1,28,28,128,128,3,1,1,1,8)")
+    out = str(tmp_path / "logs" / "mine")
+    assert record_logs.name_taken("GRP_3", grp, out) == "the registry's GRP:3"
+    assert record_logs.name_taken("GRP_9", grp, out) is None
+    assert record_logs.name_taken("DEP_0", get_workload("DEP:0"), out) is None
+    other = tmp_path / "logs" / "theirs" / "XYZ_1"
+    other.mkdir(parents=True)
+    ms.database.JSONDatabase(work_dir=str(other)).commit_workload(get_workload("DEP:1"))
+    assert record_logs.name_taken("XYZ_1", get_workload("DEP:1"), out) is None
+    assert record_logs.name_taken("XYZ_1", grp, out) == str(other)
