@@ -170,11 +170,12 @@ def main() -> int:
     built = {}  # a new DIR=... is checked before anything is recorded
     for entry in names:
         name, _, kernel = entry.partition("=")
-        if kernel and count_records(os.path.join(args.out, name)) == 0:
+        folder = name.replace(":", "_")
+        if kernel and count_records(os.path.join(args.out, folder)) == 0:
             built[name] = te_kernel(kernel) if "(" in kernel else network_kernel(kernel)
-            taken = name_taken(name, built[name], args.out)
+            taken = name_taken(folder, built[name], args.out)
             if taken:
-                sys.exit(f"[record] {entry}: the name {name} is taken by {taken}, another workload "
+                sys.exit(f"[record] {entry}: the name {folder} is taken by {taken}, another workload "
                          "(tasks are keyed by name); choose another")
     for name in names:
         name, _, kernel = name.partition("=")
