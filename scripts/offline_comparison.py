@@ -11,6 +11,11 @@ tasks, same seeded shots, same seed for every model) and writes:
 * ``metrics_vs_shots.png``, ``curves.png`` (simulated tuning curves),
   ``scatter.png`` (predicted score versus measured latency).
 
+Transfer: each scored log first learns from every record of the other
+tasks (leave one task out; ``--transfer-scope family``: one family out).
+With ``--pool-logs`` the other tasks are the pool's alone: the scored logs
+never learn from one another (a held-out set stays held out).
+
 ``xgb`` is TVM's XGBModel with its defaults (random below 100 samples);
 ``xgb-nowarmup`` is ``XGBModel(num_warmup_samples=0)``. ``hybrid`` starts
 with no pretrained residual here (``pretrained=None``): the shipped one was
@@ -84,18 +89,35 @@ _TASKS: list = []
 _EXTRACTOR = None
 _PRETRAINED = None  # None, or "shipped" (hybrid starts from the shipped residual)
 _SCOPE = "task"  # what transfer leaves out: the task, or its whole family
+_POOL: frozenset = frozenset()  # names of the --pool-logs tasks: transfer learns from these alone
 
 
-def _init_worker(logs: list[str], pretrained: str | None = None, scope: str = "task") -> None:
-    global _TASKS, _EXTRACTOR, _PRETRAINED, _SCOPE
+def _init_worker(logs: list[str], pretrained: str | None = None, scope: str = "task",
+                 pool: frozenset = frozenset()) -> None:
+    global _TASKS, _EXTRACTOR, _PRETRAINED, _SCOPE, _POOL
     _PRETRAINED = pretrained
     _SCOPE = scope
+    _POOL = frozenset(pool)
     warnings.simplefilter("ignore")
     from tvm_latmodel.model.features import shared_extractor
     from tvm_latmodel.replay import load_tasks
 
     _TASKS = load_tasks(logs)
     _EXTRACTOR = shared_extractor()
+
+
+def transfer_pool(tasks, task, scope: str = "task", pool=frozenset()) -> list:
+    """The tasks ``task`` is scored among with transfer: itself and those it
+    learns from. With ``pool`` (the names of the ``--pool-logs`` tasks) it
+    learns from those alone, never from the other scored logs (a held-out
+    set's logs are held out from one another too); otherwise from every
+    other task. ``scope="family"`` also leaves out its whole family."""
+    from tvm_latmodel.replay import family_of
+
+    keep = [t for t in tasks if t is task or not pool or t.name in pool]
+    if scope == "family":
+        keep = [t for t in keep if t is task or family_of(t.name) != family_of(task.name)]
+    return keep
 
 
 def run_one(tasks, task, model: str, shots: int, transfer: bool, seed: int) -> dict:
@@ -109,10 +131,8 @@ def run_one(tasks, task, model: str, shots: int, transfer: bool, seed: int) -> d
         return {"model": model, "shots": shots, "transfer": transfer, "task": task.name, "seed": seed,
                 "skipped": f"{len(task.records)} valid records, too few to hold out two after {shots} shots"}
     t0 = time.time()
-    if transfer and _SCOPE == "family":
-        from tvm_latmodel.replay import family_of
-        # Leave the task's whole family out of the transfer pool.
-        tasks = [t for t in tasks if t is task or family_of(t.name) != family_of(task.name)]
+    if transfer:
+        tasks = transfer_pool(tasks, task, _SCOPE, _POOL)
     rep = ev.evaluate(tasks, lambda t: make_model(model, seed=seed, target=t.target, pretrained=_PRETRAINED,
                                                   extractor=_EXTRACTOR),
                       model_name=model, only=[task.name])
@@ -308,8 +328,9 @@ def main() -> int:
                     help="what transfer leaves out of the other tasks' records: the scored task only "
                          "(leave one task out, default) or its whole family (leave one family out)")
     ap.add_argument("--pool-logs", nargs="+", default=[],
-                    help="logs used only as the transfer pool (other tasks' records), never scored: "
-                         "e.g. the training logs when the scored logs are a held-out set")
+                    help="logs used only as the transfer pool, never scored: each scored log then learns "
+                         "from these alone, not from the other scored logs (e.g. the training logs when "
+                         "the scored logs are a held-out set)")
     ap.add_argument("--cache-key", default=None,
                     help="reuse the results of this code key (knowingly: after a change that cannot "
                          "affect them); default: the hash of the current code")
@@ -355,7 +376,8 @@ def main() -> int:
     if todo:
         bar = tqdm(total=n_jobs, desc="replay", unit="result", file=sys.stderr)
         with ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(todo))), initializer=_init_worker,
-                                 initargs=(list(args.logs) + list(args.pool_logs), pretrained, args.transfer_scope)) as pool:
+                                 initargs=(list(args.logs) + list(args.pool_logs), pretrained, args.transfer_scope,
+                                           frozenset(pool_names))) as pool:
             futures = {pool.submit(_run_task, unit[1], jobs, cache): unit for unit, jobs in todo.items()}
             for fut in as_completed(futures):
                 for r in fut.result():

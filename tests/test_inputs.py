@@ -991,6 +991,45 @@ def test_offline_comparison_family_transfer_leaves_the_family_out(monkeypatch):
     assert oc._setting_name(0, False, 54, "family") == oc._setting_name(0, False, 54)
 
 
+def test_offline_comparison_pool_logs_are_the_whole_transfer_pool(monkeypatch):
+    """--pool-logs: a scored log learns from the pool alone, never from the
+    other scored logs (stop 35 gave XGBoost a held-out set's fellow logs,
+    same family at other shapes); with the family scope its family leaves the
+    pool too. Without a pool, every other task is the pool."""
+    import tvm_latmodel.replay as replay
+
+    oc = _load_script("offline_comparison")
+    seen = []
+
+    class _Ev:
+        def __init__(self, **kw):
+            pass
+
+        def scorable(self, task):
+            return True
+
+        def evaluate(self, tasks, factory, model_name, only):
+            seen.append([t.name for t in tasks])
+            raise RuntimeError("stop here")
+
+    class _Task:
+        def __init__(self, name):
+            self.name = name
+
+    # scored: DEP_6, DEP_7, GMM_5 (a fresh set); pool: DEP_0, GMM_0
+    tasks = [_Task(n) for n in ("DEP_6", "DEP_7", "GMM_5", "DEP_0", "GMM_0")]
+    pool = frozenset({"DEP_0", "GMM_0"})
+    monkeypatch.setattr(replay, "ReplayEvaluator", _Ev)
+    for scope, with_pool in (("task", pool), ("family", pool), ("task", frozenset())):
+        monkeypatch.setattr(oc, "_SCOPE", scope)
+        monkeypatch.setattr(oc, "_POOL", with_pool)
+        with pytest.raises(RuntimeError, match="stop here"):
+            oc.run_one(tasks, tasks[0], "random", 0, True, 0)
+    assert seen[0] == ["DEP_6", "DEP_0", "GMM_0"]
+    assert seen[1] == ["DEP_6", "GMM_0"]
+    assert seen[2] == ["DEP_6", "DEP_7", "GMM_5", "DEP_0", "GMM_0"]
+
+
 def test_write_json_never_leaves_half_a_file(tmp_path):
     """The resumable scripts save their results with ``write_json``: data that
     cannot be written keeps the previous file whole and leaves no temporary."""
