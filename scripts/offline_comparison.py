@@ -120,6 +120,12 @@ def transfer_pool(tasks, task, scope: str = "task", pool=frozenset()) -> list:
     return keep
 
 
+def transfer_pool_size(names, pool_names) -> int:
+    """How many tasks each scored task is among with transfer (itself and
+    what it learns from): the key of a transfer result in the cache."""
+    return len(pool_names) + 1 if pool_names else len(names)
+
+
 def run_one(tasks, task, model: str, shots: int, transfer: bool, seed: int) -> dict:
     from tvm_latmodel.model.registry import make_model
     from tvm_latmodel.replay import ReplayEvaluator
@@ -348,7 +354,7 @@ def main() -> int:
         ap.error(f"--pool-logs repeats scored tasks: {sorted(pool_names & set(names))}")
     if args.pool_logs and args.no_transfer:
         ap.error("--pool-logs is the transfer pool; it means nothing with --no-transfer")
-    n_pool = len(names) + len(pool_names)
+    n_pool = transfer_pool_size(names, pool_names)
     pretrained = None if args.pretrained == "none" else "shipped"
     key = args.cache_key or code_key()
     if pretrained and not args.cache_key:

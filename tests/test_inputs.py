@@ -1028,6 +1028,10 @@ def test_offline_comparison_pool_logs_are_the_whole_transfer_pool(monkeypatch):
     assert seen[0] == ["DEP_6", "DEP_0", "GMM_0"]
     assert seen[1] == ["DEP_6", "GMM_0"]
     assert seen[2] == ["DEP_6", "DEP_7", "GMM_5", "DEP_0", "GMM_0"]
+    # the cache keys the pool each task learns from: the pool and the task, not every log
+    assert oc.transfer_pool_size(["DEP_6", "DEP_7", "GMM_5"], pool) == 3
+    assert oc.transfer_pool_size(["DEP_6", "DEP_7", "GMM_5"], frozenset()) == 3
+    assert oc.transfer_pool_size(["DEP_6"] * 20, pool) == 3
 
 
 def test_write_json_never_leaves_half_a_file(tmp_path):

@@ -7,7 +7,8 @@ features of the current code (NEW_CACHE, made at stop 35 with the terms the pack
 * LOTO: for each of the 54 re-measured logs, fitted on the other 53 (the situation of a new shape of a
   family the training logs hold: what the transfer baseline wins on);
 * in-sample: fitted on all 54, scored on every log.
-Run from the repository root: python benchmarks/modes/capacity_dev_stop36.py [config ...]"""
+Run from the repository root: python benchmarks/modes/capacity_dev_stop36.py [config ...] (OUT=file.json
+to run configs in parallel processes; --report FILE... merges them)."""
 import sys, os, json, time
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -39,11 +40,13 @@ def score(S, n, data, feats):
 
 
 def main():
+    if sys.argv[1:2] == ["--report"]:  # merge the JSON files given and print the table
+        return report([r for f in sys.argv[2:] for r in json.load(open(f))])
     cfgs = sys.argv[1:] or list(CONFIGS)
     data, names, feats, folder = load(os.environ.get("DEV_LIST", "benchmarks/modes/dev185_stop34.txt"),
                                       os.environ.get("NEW_CACHE", "/tmp/s35/cache_new"))
     rem = [n for n in names if folder[n] == "remeasured-znver4"]
-    out = "benchmarks/modes/capacity_dev_stop36.json"
+    out = os.environ.get("OUT", "benchmarks/modes/capacity_dev_stop36.json")  # one per process when run in parallel
     rows = json.load(open(out)) if os.path.exists(out) else []
     done = {r["config"] for r in rows}
     for n in names:
