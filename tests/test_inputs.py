@@ -955,50 +955,16 @@ def test_offline_comparison_skips_shots_a_log_cannot_hold(tmp_path):
     assert oc._read_cached(str(tmp_path / "skip.json")) == {"skipped": "too few"}
 
 
-def test_offline_comparison_family_transfer_leaves_the_family_out(monkeypatch):
-    """--transfer-scope family: the transfer pool of C2D_1 holds no C2D task
-    (C2D_1 itself is only scored), leave-one-task-out keeps C2D_0; the two
-    are cached under different setting names."""
+class _NamedTask:
+    def __init__(self, name):
+        self.name = name
+
+
+def _tasks_scored_among(oc, monkeypatch, tasks, task) -> list[str]:
+    """The names of the tasks ``oc.run_one`` hands the evaluator when it
+    scores ``task`` with transfer (the evaluator is stopped there)."""
     import tvm_latmodel.replay as replay
 
-    oc = _load_script("offline_comparison")
-    seen = {}
-
-    class _Ev:
-        def __init__(self, **kw):
-            pass
-
-        def scorable(self, task):
-            return True
-
-        def evaluate(self, tasks, factory, model_name, only):
-            seen[oc._SCOPE] = [t.name for t in tasks]
-            raise RuntimeError("stop here")
-
-    class _Task:
-        def __init__(self, name):
-            self.name = name
-
-    tasks = [_Task(n) for n in ("C2D_0", "C2D_1", "GMM_0", "C2DX_0")]
-    monkeypatch.setattr(replay, "ReplayEvaluator", _Ev)
-    for scope in ("task", "family"):
-        monkeypatch.setattr(oc, "_SCOPE", scope)
-        with pytest.raises(RuntimeError, match="stop here"):
-            oc.run_one(tasks, tasks[1], "random", 0, True, 0)
-    assert seen["task"] == ["C2D_0", "C2D_1", "GMM_0", "C2DX_0"]
-    assert seen["family"] == ["C2D_1", "GMM_0", "C2DX_0"]
-    assert oc._setting_name(0, True, 54, "family") != oc._setting_name(0, True, 54, "task")
-    assert oc._setting_name(0, False, 54, "family") == oc._setting_name(0, False, 54)
-
-
-def test_offline_comparison_pool_logs_are_the_whole_transfer_pool(monkeypatch):
-    """--pool-logs: a scored log learns from the pool alone, never from the
-    other scored logs (stop 35 gave XGBoost a held-out set's fellow logs,
-    same family at other shapes); with the family scope its family leaves the
-    pool too. Without a pool, every other task is the pool."""
-    import tvm_latmodel.replay as replay
-
-    oc = _load_script("offline_comparison")
     seen = []
 
     class _Ev:
@@ -1012,19 +978,42 @@ def test_offline_comparison_pool_logs_are_the_whole_transfer_pool(monkeypatch):
             seen.append([t.name for t in tasks])
             raise RuntimeError("stop here")
 
-    class _Task:
-        def __init__(self, name):
-            self.name = name
-
-    # scored: DEP_6, DEP_7, GMM_5 (a fresh set); pool: DEP_0, GMM_0
-    tasks = [_Task(n) for n in ("DEP_6", "DEP_7", "GMM_5", "DEP_0", "GMM_0")]
-    pool = frozenset({"DEP_0", "GMM_0"})
     monkeypatch.setattr(replay, "ReplayEvaluator", _Ev)
+    with pytest.raises(RuntimeError, match="stop here"):
+        oc.run_one(tasks, task, "random", 0, True, 0)
+    return seen[0]
+
+
+def test_offline_comparison_family_transfer_leaves_the_family_out(monkeypatch):
+    """--transfer-scope family: the transfer pool of C2D_1 holds no C2D task
+    (C2D_1 itself is only scored), leave-one-task-out keeps C2D_0; the two
+    are cached under different setting names."""
+    oc = _load_script("offline_comparison")
+    tasks = [_NamedTask(n) for n in ("C2D_0", "C2D_1", "GMM_0", "C2DX_0")]
+    seen = {}
+    for scope in ("task", "family"):
+        monkeypatch.setattr(oc, "_SCOPE", scope)
+        seen[scope] = _tasks_scored_among(oc, monkeypatch, tasks, tasks[1])
+    assert seen["task"] == ["C2D_0", "C2D_1", "GMM_0", "C2DX_0"]
+    assert seen["family"] == ["C2D_1", "GMM_0", "C2DX_0"]
+    assert oc._setting_name(0, True, 54, "family") != oc._setting_name(0, True, 54, "task")
+    assert oc._setting_name(0, False, 54, "family") == oc._setting_name(0, False, 54)
+
+
+def test_offline_comparison_pool_logs_are_the_whole_transfer_pool(monkeypatch):
+    """--pool-logs: a scored log learns from the pool alone, never from the
+    other scored logs (stop 35 gave XGBoost a held-out set's fellow logs,
+    same family at other shapes); with the family scope its family leaves the
+    pool too. Without a pool, every other task is the pool."""
+    oc = _load_script("offline_comparison")
+    # scored: DEP_6, DEP_7, GMM_5 (a fresh set); pool: DEP_0, GMM_0
+    tasks = [_NamedTask(n) for n in ("DEP_6", "DEP_7", "GMM_5", "DEP_0", "GMM_0")]
+    pool = frozenset({"DEP_0", "GMM_0"})
+    seen = []
     for scope, with_pool in (("task", pool), ("family", pool), ("task", frozenset())):
         monkeypatch.setattr(oc, "_SCOPE", scope)
         monkeypatch.setattr(oc, "_POOL", with_pool)
-        with pytest.raises(RuntimeError, match="stop here"):
-            oc.run_one(tasks, tasks[0], "random", 0, True, 0)
+        seen.append(_tasks_scored_among(oc, monkeypatch, tasks, tasks[0]))
     assert seen[0] == ["DEP_6", "DEP_0", "GMM_0"]
     assert seen[1] == ["DEP_6", "GMM_0"]
     assert seen[2] == ["DEP_6", "DEP_7", "GMM_5", "DEP_0", "GMM_0"]
