@@ -91,6 +91,17 @@ def te_kernel(spec: str):
     return te_module(getattr(te_workload, fn), shape)
 
 
+def workload_module(name: str, kernel: str):
+    """The module an entry ``NAME[=KERNEL]`` records: a te_workload function
+    at a shape (``FUNC(ARGS)``), a network's kernel (``NETWORK/TASK``), or
+    the registry's ``NAME``."""
+    from tvm_latmodel.workloads import get_workload
+
+    if not kernel:
+        return get_workload(name)
+    return te_kernel(kernel) if "(" in kernel else network_kernel(kernel)
+
+
 def name_taken(name: str, mod, out: str) -> str | None:
     """Where ``name`` already stands for a workload other than ``mod``: the
     registry's ``FAMILY:IDX`` spelled ``FAMILY_IDX``, or a log folder
@@ -156,7 +167,7 @@ def main() -> int:
     from tvm_latmodel.measure import local_builder, local_runner, measure_schedules
     from tvm_latmodel.sampling import sample_schedules
     from tvm_latmodel.targets import host_target
-    from tvm_latmodel.workloads import MORE_RECORDED_WORKLOADS, RECORDED_WORKLOADS, get_workload
+    from tvm_latmodel.workloads import MORE_RECORDED_WORKLOADS, RECORDED_WORKLOADS
 
     target = host_target()
     # Name the CPU up front: sessions have been handed different machines.
@@ -172,7 +183,7 @@ def main() -> int:
         name, _, kernel = entry.partition("=")
         folder = name.replace(":", "_")
         if kernel and count_records(os.path.join(args.out, folder)) == 0:
-            built[name] = te_kernel(kernel) if "(" in kernel else network_kernel(kernel)
+            built[name] = workload_module(name, kernel)
             taken = name_taken(folder, built[name], args.out)
             if taken:
                 sys.exit(f"[record] {entry}: the name {folder} is taken by {taken}, another workload "
@@ -188,7 +199,7 @@ def main() -> int:
                 continue
             todo = upto - have
             if mod is None:
-                mod = (te_kernel(kernel) if "(" in kernel else network_kernel(kernel)) if kernel else get_workload(name)
+                mod = workload_module(name, kernel)
             t0 = time.time()
             print(f"[record] {name}: {have} records, {phase} phase for {todo} more", file=sys.stderr, flush=True)
             if phase == "space":
