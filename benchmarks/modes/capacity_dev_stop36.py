@@ -49,11 +49,9 @@ def main():
     out = os.environ.get("OUT", "benchmarks/modes/capacity_dev_stop36.json")  # one per process when run in parallel
     rows = json.load(open(out)) if os.path.exists(out) else []
     done = {r["config"] for r in rows}
-    for n in names:
-        rows_a = {"config": "analytical", "split": "any", "task": n, "folder": folder[n],
-                  **h.metrics(-data[n]["log_a"], data[n]["log_m"])}
-        if "analytical" not in done:
-            rows.append(rows_a)
+    if "analytical" not in done:
+        rows += [{"config": "analytical", "split": "any", "task": n, "folder": folder[n],
+                  **h.metrics(-data[n]["log_a"], data[n]["log_m"])} for n in names]
     for cfg in cfgs:
         if cfg in done:
             continue
