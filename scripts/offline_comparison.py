@@ -140,7 +140,7 @@ def run_one(tasks, task, model: str, shots: int, transfer: bool, seed: int) -> d
     if transfer:
         tasks = transfer_pool(tasks, task, _SCOPE, _POOL)
     rep = ev.evaluate(tasks, lambda t: make_model(model, seed=seed, target=t.target, pretrained=_PRETRAINED,
-                                                  extractor=_EXTRACTOR),
+                                                  extractor=_EXTRACTOR, hardware=t.hardware),
                       model_name=model, only=[task.name])
     (metrics,) = rep.to_dict()["tasks"]
     search = rep.searches[task.name]

@@ -472,3 +472,84 @@ def test_replay_hybrid_models(logs, capsys, name):
     assert _run_cli([str(root), "--model", name, "--json"]) == 0
     doc = json.loads(capsys.readouterr()[0])
     assert doc["model"] == name and len(doc["tasks"]) == 2
+
+
+def _spec_file(path, **changes):
+    """A hardware.json for TARGET's CPU with ``changes`` (a lab machine's spec)."""
+    import dataclasses
+
+    from tvm_latmodel.hardware import HardwareSpec
+
+    spec = dataclasses.replace(HardwareSpec.from_target(tvm.target.Target(TARGET)), **changes)
+    spec.save(str(path))
+    return HardwareSpec.load(str(path))
+
+
+def test_replay_scores_a_log_with_the_spec_beside_it(logs, tmp_path, monkeypatch):
+    """A ``hardware.json`` in the database's folder or the one above is the
+    measuring machine's spec: the task carries it, replay hands it to the
+    model, the model predicts with it (its scores differ from the defaults'),
+    and ``train`` fits with it; a database with none keeps ``from_target``."""
+    import tvm_latmodel.replay.evaluate as evaluate
+    from tvm_latmodel.model.cost_model import train_on_tasks
+    from tvm_latmodel.sampling import make_context
+
+    root = tmp_path / "lab"
+    _copy(logs, root, "mm32")
+    _copy(logs, root, "mm48")
+    # A slow clock and a small L1: another machine than from_target's guess.
+    spec = _spec_file(root / "hardware.json", name="lab box", extra={"mcpu": "skylake-avx512", "freq_ghz": 1.2},
+                      peak_gflops=20.0)
+    tasks = rp.load_tasks(root)
+    assert [t.hardware for t in tasks] == [spec, spec]
+    # the database's own folder wins over the one above
+    own = _spec_file(root / "mm48" / "hardware.json", name="mm48 box", extra={"mcpu": "skylake-avx512"})
+    assert [t.hardware.name for t in rp.load_tasks(root)] == ["lab box", "mm48 box"] and own.name == "mm48 box"
+    (root / "mm48" / "hardware.json").unlink()
+    plain = rp.load_tasks(logs[0])
+    assert [t.hardware for t in plain] == [None, None]
+
+    given = []
+    real = evaluate.make_model
+    monkeypatch.setattr(evaluate, "make_model", lambda *a, **kw: given.append(kw.get("hardware")) or real(*a, **kw))
+    rp.replay(str(root), model="analytical")
+    assert given and all(h == spec for h in given)
+
+    from tvm_latmodel.hardware import HardwareSpec
+
+    task = tasks[0]
+    cands = task.candidates()
+    scores = {}
+    for label, hw, expected in (("lab", task.hardware, spec),
+                                ("defaults", None, HardwareSpec.from_target(task.target))):
+        m = make_model("analytical", target=task.target, hardware=hw)
+        scores[label] = np.asarray(m.predict(make_context(task.mod, task.target), cands))
+        assert m._hardware(task.target) == expected
+    assert spec != HardwareSpec.from_target(task.target)
+    assert not np.allclose(scores["lab"], scores["defaults"])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the logs' spec is used: nothing to warn about
+        fitted = train_on_tasks(tasks, progress=False)
+    assert fitted.hardware == spec
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json", "hardware.json"),
+    ("mcpu", "describes a znver3 .*measured for skylake-avx512"),
+    ("gpu", "a gpu spec cannot describe the llvm target"),
+])
+def test_a_bad_spec_beside_a_log_is_an_error_naming_the_file(logs, tmp_path, content, message):
+    from tvm_latmodel.hardware import HardwareSpec
+
+    db = _copy(logs, tmp_path, "mm32")
+    path = tmp_path / "hardware.json"
+    if content == "not json":
+        path.write_text("{not json")
+    elif content == "mcpu":
+        _spec_file(path, extra={"mcpu": "znver3"})
+    else:
+        HardwareSpec.from_preset("h100").save(str(path))
+    with pytest.raises(ValueError, match=message) as err:
+        rp.load_tasks(db)
+    assert str(path) in str(err.value)

@@ -497,7 +497,9 @@ def train_on_tasks(tasks, *, hardware=None, objective: str = DEFAULT_OBJECTIVE, 
         The spec (or a spec JSON's path) of the machine that **measured**
         the logs. The analytical estimates and the per-task bounds the
         residual is fitted against are computed with it, not with the spec
-        of the machine that runs the fit. Default:
+        of the machine that runs the fit. Default: the spec every task
+        carries from the ``hardware.json`` beside its log
+        (``Task.hardware``), when they all carry the same one; else
         ``HardwareSpec.from_target`` of the first task's target, which reads
         the clock and caches of this host only when the target's ``mcpu``
         is this host's CPU and uses defaults otherwise (a warning says so;
@@ -535,7 +537,11 @@ def train_on_machines(machines, *, objective: str = DEFAULT_OBJECTIVE, seed: int
         if isinstance(hardware, str):
             hardware = HardwareSpec.load(hardware)
         elif hardware is None:
-            hardware = HardwareSpec.from_target(tasks[0].target)
+            own = [getattr(t, "hardware", None) for t in tasks]
+            if own[0] is not None and all(h == own[0] for h in own):
+                hardware, given = own[0], True  # the logs' own hardware.json (replay.measuring_spec)
+            else:
+                hardware = HardwareSpec.from_target(tasks[0].target)
         if hardware.kind != family:
             raise ValueError(f"a {hardware.kind} spec ({hardware.name}) cannot describe the logs' "
                              f"{tasks[0].target.kind.name} target")

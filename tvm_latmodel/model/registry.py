@@ -46,7 +46,7 @@ _RANDOM_MODEL = None
 
 
 def make_model(name: str, seed: int = 0, pretrained: str | os.PathLike | None = "shipped", *, target=None,
-               extractor=None):
+               extractor=None, hardware=None):
     """A fresh MetaSchedule cost model by short name.
 
     Parameters
@@ -72,6 +72,10 @@ def make_model(name: str, seed: int = 0, pretrained: str | os.PathLike | None = 
     extractor : FeatureExtractor, optional
         The per-store feature extractor of the XGBoost models (default TVM's
         ``PerStoreFeature``; replay passes a cached one that returns the same).
+    hardware : HardwareSpec, optional
+        The spec the hybrid and analytical models predict with (replay
+        passes the measuring machine's, ``Task.hardware``); default
+        ``HardwareSpec.from_target(target)``. XGBoost and random ignore it.
 
     Raises
     ------
@@ -104,4 +108,5 @@ def make_model(name: str, seed: int = 0, pretrained: str | os.PathLike | None = 
         pretrained=None if (pretrained is None or name == "analytical") else str(pretrained),
         residual=(name == "hybrid"),
         seed=int(seed),
+        hardware=hardware,
     )

@@ -313,7 +313,7 @@ def replay(
     evaluator = ReplayEvaluator(shots=shots, transfer=transfer, seed=seed, progress=progress)
     report = evaluator.evaluate(
         tasks,
-        lambda task: make_model(model, seed=seed, pretrained=pretrained, target=task.target),
+        lambda task: make_model(model, seed=seed, pretrained=pretrained, target=task.target, hardware=task.hardware),
         model_name=model,
     )
     return tasks, report

@@ -12,6 +12,12 @@ count, and each task says which lines were skipped.
 A database a running tuner is still appending to can be read: a last line
 without its newline that is not JSON is a line still being written; it is
 skipped with one warning that says so, and counted.
+
+A ``hardware.json`` (a spec as ``tvm-latmodel calibrate`` and
+``scripts/record_logs.py`` write) in the database directory or the folder
+above it names the machine that measured the records; each task carries it
+(``Task.hardware``) so that the logs are scored with that machine's spec
+wherever they are replayed.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from ..latency import check_run_secs as _check_run_secs
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
+#: The measuring machine's spec, in a database directory or the folder above it.
+HARDWARE_FILE = "hardware.json"
 
 # Per database file, at most this many bad-line warnings are shown one by one;
 # the rest are summed up in one more warning.
@@ -105,6 +113,10 @@ class Task:
         Files of the database whose last line had no newline and was not
         JSON: a line still being written by a running tuner (skipped, and
         counted in ``skipped_lines``).
+    hardware : HardwareSpec or None
+        The spec of the machine that measured the records, from the
+        ``hardware.json`` beside the database (see :func:`measuring_spec`);
+        None when there is none, and models then derive one from ``target``.
     """
 
     name: str
@@ -115,6 +127,7 @@ class Task:
     failed_indices: list[int] = field(default_factory=list)
     skipped_lines: dict[str, list[int]] = field(default_factory=dict)
     incomplete_files: list[str] = field(default_factory=list)
+    hardware: Any = None
     _candidates: list | None = field(default=None, repr=False)
     _results: list | None = field(default=None, repr=False)
 
@@ -468,6 +481,10 @@ def load_tasks(paths: str | os.PathLike | Sequence[str | os.PathLike], *, progre
                 continue
             seen.add(key)
             loaded = load_database(d, progress=progress)
+            if loaded:
+                spec = measuring_spec(d, loaded[0].target)
+                for t in loaded:
+                    t.hardware = spec
             if not loaded:
                 msg = f"{d}: empty tuning database (no valid record in {RECORD_FILE})"
                 if direct:
@@ -479,6 +496,35 @@ def load_tasks(paths: str | os.PathLike | Sequence[str | os.PathLike], *, progre
         tasks.extend(found)
     _unique_names(tasks)
     return tasks
+
+
+def measuring_spec(db_dir: str | os.PathLike, target):
+    """The spec of the machine that measured the database at ``db_dir``:
+    ``hardware.json`` in that directory, else in the folder above it (where
+    ``record_logs.py`` writes one for all its databases); None if neither
+    has one.
+
+    Raises
+    ------
+    ValueError
+        Naming the file: not a hardware spec (see ``HardwareSpec.load``), a
+        spec of another kind than ``target`` (CPU against GPU), or of
+        another CPU than the ``mcpu`` the records were measured for.
+    """
+    from ..hardware import load_hardware
+
+    db_dir = Path(db_dir)
+    for path in (db_dir / HARDWARE_FILE, db_dir.parent / HARDWARE_FILE):
+        if not path.is_file():
+            continue
+        spec = load_hardware(target, str(path))
+        logged = str(target.attrs.get("mcpu", "") or "") if target.kind.name == "llvm" else ""
+        described = str(spec.extra.get("mcpu", "") or "")
+        if logged and described and logged != described:
+            raise ValueError(f"{path}: describes a {described} ({spec.name}), but the records of {db_dir} "
+                             f"were measured for {logged}")
+        return spec
+    return None
 
 
 def _unique_names(tasks: list[Task]) -> None:
