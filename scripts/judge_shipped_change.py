@@ -24,8 +24,10 @@ already done (resumable). Then the rule, on the set's means:
 
 * analytical, new vs old: Spearman and top-1 not lower, top-5 at least
   old - 0.01, trials to 5% at most old + 0.5;
-* product, zero shots: top-1 not lower (or by at most ``--top1-tolerance``), top-5 at least old - 0.01, trials
-  at most old + 0.5; at ``--shots``: top-1 and top-5 at least old - 0.01.
+* product, zero shots: top-1 not lower (or by at most ``--top1-tolerance``), Spearman and top-5 at least
+  old - 0.01, trials at most old + 0.5; at ``--shots``: top-1 and top-5 at least old - 0.01.
+  (Spearman was named by the protocols from stop 35 on and checked by hand;
+  the script checks it since stop 37.)
 
 It prints the table and the verdict and writes them to ``summary.md``.
 """
@@ -113,11 +115,11 @@ def main() -> int:
     a, b = rows["analytical_old_0"], rows["analytical_new_0"]
     ok1 = b[0] >= a[0] and b[1] >= a[1] and b[2] >= a[2] - 0.01 and b[3] <= a[3] + 0.5
     za, zc, ma, mc = rows["A_old_0"], rows["C_new_0"], rows["A_old"], rows["C_new"]
-    ok2 = (zc[1] >= za[1] - args.top1_tolerance and zc[2] >= za[2] - 0.01 and zc[3] <= za[3] + 0.5
-           and mc[1] >= ma[1] - 0.01 and mc[2] >= ma[2] - 0.01)
+    ok2 = (zc[1] >= za[1] - args.top1_tolerance and zc[0] >= za[0] - 0.01 and zc[2] >= za[2] - 0.01
+           and zc[3] <= za[3] + 0.5 and mc[1] >= ma[1] - 0.01 and mc[2] >= ma[2] - 0.01)
     lines += ["", f"- analytical: Spearman {b[0] - a[0]:+.3f}, top-1 {b[1] - a[1]:+.3f}, top-5 {b[2] - a[2]:+.3f}, "
               f"trials {b[3] - a[3]:+.2f}: {'passes' if ok1 else 'fails'}",
-              f"- product: zero-shot top-1 {zc[1] - za[1]:+.3f}, top-5 {zc[2] - za[2]:+.3f}, trials "
+              f"- product: zero-shot Spearman {zc[0] - za[0]:+.3f}, top-1 {zc[1] - za[1]:+.3f}, top-5 {zc[2] - za[2]:+.3f}, trials "
               f"{zc[3] - za[3]:+.2f}; {args.shots} shots top-1 {mc[1] - ma[1]:+.3f}, top-5 {mc[2] - ma[2]:+.3f}: "
               f"{'passes' if ok2 else 'fails'}",
               f"- verdict: {'ADOPT' if ok1 and ok2 else 'REFUSE'}"]
