@@ -481,15 +481,15 @@ def load_tasks(paths: str | os.PathLike | Sequence[str | os.PathLike], *, progre
                 continue
             seen.add(key)
             loaded = load_database(d, progress=progress)
-            if loaded:
-                spec = measuring_spec(d, loaded[0].target)
-                for t in loaded:
-                    t.hardware = spec
             if not loaded:
                 msg = f"{d}: empty tuning database (no valid record in {RECORD_FILE})"
                 if direct:
                     raise ValueError(msg)
                 warnings.warn(msg + "; skipped", ReplayWarning, stacklevel=2)
+            else:
+                spec = measuring_spec(d, loaded[0].target)
+                for t in loaded:
+                    t.hardware = spec
             found.extend(loaded)
         if not found and not direct:
             raise ValueError(f"{given}: no tuning database under it holds a valid record")
