@@ -488,7 +488,8 @@ def test_logs_of_two_machines_are_each_featurised_with_their_own_spec(tmp_path):
     """``train_on_machines``: each machine's records get the analytical
     inputs and bound of its own spec (what ``train_on_tasks`` gives them
     alone), the fit covers both, the file names no single spec, and a
-    workload logged on both machines is refused."""
+    workload logged on both machines is refused. ``train_on_tasks`` splits
+    tasks that carry different specs the same way."""
     import dataclasses
     import os
 
@@ -519,6 +520,14 @@ def test_logs_of_two_machines_are_each_featurised_with_their_own_spec(tmp_path):
         warnings.simplefilter("ignore")
         b_wide = train_on_tasks([b], hardware=wide, progress=False)
     assert b_wide.log_analytical_ != alone_b.log_analytical_
+    # `train` over two machines' folders: tasks carrying different specs
+    # (their hardware.json) are split by spec the same way, not fitted with one
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auto = train_on_tasks([dataclasses.replace(a, hardware=wide), dataclasses.replace(b, hardware=narrow)],
+                              progress=False)
+    assert auto.log_analytical_ == both.log_analytical_ and auto.X_ == both.X_
+    assert auto.bounds_ == both.bounds_
     path = str(tmp_path / "m.json")
     both.write(path, training_data=False)
     meta = json.load(open(path))

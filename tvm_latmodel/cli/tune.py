@@ -51,8 +51,9 @@ def add_parser(sub) -> None:
                    help=f"the residual's objective (default {DEFAULT_OBJECTIVE})")
     p.add_argument("--hardware", default=None, metavar="SPEC.json",
                    help="the spec of the machine that measured the logs (from `calibrate` there); default: "
-                        "the hardware.json beside the logs (record_logs.py writes one), else the logs' "
-                        "target's spec, which is this host's only when they were measured on this kind of CPU")
+                        "the hardware.json beside each log (record_logs.py writes one; logs of several machines "
+                        "are each fitted with their own), else the logs' target's spec, which is this host's "
+                        "only when they were measured on this kind of CPU")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_train)
 

@@ -504,9 +504,24 @@ def train_on_tasks(tasks, *, hardware=None, objective: str = DEFAULT_OBJECTIVE, 
         the clock and caches of this host only when the target's ``mcpu``
         is this host's CPU and uses defaults otherwise (a warning says so;
         a 3.0 GHz default for a 2.6 GHz CPU moved zero-shot top-1 by up to
-        0.08, BENCHMARKS.md stop 30). Logs of several machines:
-        :func:`train_on_machines`.
+        0.08, BENCHMARKS.md stop 30). Tasks that carry different specs
+        (folders of several machines, each with its ``hardware.json``) are
+        split by spec and fitted as :func:`train_on_machines` does, each
+        machine's records with its own spec (those without one as one more
+        machine, with ``from_target``'s spec and its warning).
     """
+    if hardware is None:
+        machines: list[tuple[list, HardwareSpec | None]] = []
+        for t in tasks:
+            own = getattr(t, "hardware", None)
+            for group, spec in machines:
+                if spec == own:
+                    group.append(t)
+                    break
+            else:
+                machines.append(([t], own))
+        if len(machines) > 1:  # tasks without a spec: one more group, fitted as from_target gives
+            return train_on_machines(machines, objective=objective, seed=seed, progress=progress)
     return train_on_machines([(tasks, hardware)], objective=objective, seed=seed, progress=progress)
 
 
