@@ -19,10 +19,14 @@ left out (the source database says which, when replayed).
 A log with fewer than ``--min-passes`` passes is refused, as is one whose
 valid records or logged times no longer match the JSON (the log changed
 since it was re-measured). Output folders are named after the logs; two logs
-of one name from different folders are an error.
+of one name from different folders are an error. ``--hardware`` copies the
+re-measuring machine's spec to ``OUT/hardware.json``, so that ``replay`` and
+``train`` score the databases with it on any host (without it they fall back
+to ``HardwareSpec.from_target`` of the machine's target: defaults elsewhere).
 
     python scripts/export_remeasured.py benchmarks/remeasure/znver4.json \\
-        benchmarks/remeasure/znver3_logs_on_znver4.json --out tuning_logs/remeasured-znver4
+        benchmarks/remeasure/znver3_logs_on_znver4.json --out tuning_logs/remeasured-znver4 \\
+        --hardware benchmarks/remeasure/znver4_hardware.json
 """
 
 from __future__ import annotations
@@ -100,6 +104,8 @@ def main() -> int:
     ap.add_argument("--logs-root", default="tuning_logs",
                     help="where the JSON's folder/name keys point (default: tuning_logs)")
     ap.add_argument("--min-passes", type=int, default=2)
+    ap.add_argument("--hardware", metavar="SPEC.json",
+                    help="spec of the machine that re-measured (copied to OUT/hardware.json)")
     args = ap.parse_args()
 
     import tvm
@@ -124,6 +130,22 @@ def main() -> int:
             if name in jobs:
                 sys.exit(f"error: two logs named {name}: {jobs[name][0]} and {key}")
             jobs[name] = (key, log, machine)
+    spec_text = None
+    if args.hardware:
+        from tvm_latmodel.hardware import load_hardware
+
+        for _, _, machine in jobs.values():
+            target = tvm.target.Target(machine)
+            try:
+                spec = load_hardware(target, args.hardware)
+            except (ValueError, OSError) as err:
+                sys.exit(f"error: {err}")
+            described, measured = spec.extra.get("mcpu"), target.attrs.get("mcpu")
+            if described and measured and str(described) != str(measured):
+                sys.exit(f"error: {args.hardware}: describes a {described} ({spec.name}), but the logs were "
+                         f"re-measured on {measured}")
+        with open(args.hardware, encoding="utf-8") as f:
+            spec_text = f.read()
     summaries = []
     for name, (key, log, machine) in sorted(jobs.items()):
         try:
@@ -134,7 +156,11 @@ def main() -> int:
         summaries.append(s)
         print(f"{name}: {s['valid']} valid of {s['lines']} lines ({s['failed_here']} failed here), "
               f"{s['passes']} passes, from {s['source']}", file=sys.stderr)
-    print(f"{len(summaries)} databases in {args.out}")
+    if spec_text is not None:
+        from tvm_latmodel.fileformat import write_text
+
+        write_text(os.path.join(args.out, "hardware.json"), spec_text)
+    print(f"{len(summaries)} databases in {args.out}" + (f", with {args.hardware}" if spec_text else ""))
     return 0
 
 

@@ -1099,6 +1099,48 @@ def test_export_remeasured_refuses_a_corrupt_or_foreign_file(tmp_path, monkeypat
         assert not out.exists()
 
 
+def test_export_remeasured_keeps_the_remeasuring_machines_spec(tmp_path, monkeypatch):
+    """``export_remeasured.py --hardware``: the spec is copied to
+    ``OUT/hardware.json``, so the databases load with it (``Task.hardware``)
+    on any host; a spec of another CPU than the re-measuring machine stops
+    the export with the file's name and nothing written."""
+    import sys
+
+    from tvm_latmodel.hardware import HardwareSpec
+    from tvm_latmodel.replay.logs import RECORD_FILE, WORKLOAD_FILE, load_tasks
+
+    ex = _load_script("export_remeasured")
+    src = Path(ROOT) / "tuning_logs" / "cpu-znver4" / "C1D_3"
+    root = tmp_path / "logs"
+    log_dir = root / "cpu-znver4" / "C1D_3"
+    log_dir.mkdir(parents=True)
+    (log_dir / WORKLOAD_FILE).write_bytes((src / WORKLOAD_FILE).read_bytes())
+    (log_dir / RECORD_FILE).write_text("\n".join((src / RECORD_FILE).read_text().splitlines()[:3]) + "\n")
+    (task,) = load_tasks(log_dir)
+    machine = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2, "keys": ["cpu"], "tag": ""}
+    remeasured = tmp_path / "re.json"
+    remeasured.write_text(json.dumps({"machine": json.dumps(machine), "logs": {"cpu-znver4/C1D_3": {
+        "logged_s": [r.latency_s for r in task.records], "passes": [[1e-3] * 3, [2e-3] * 3]}}}))
+    spec_file = Path(ROOT) / "benchmarks" / "remeasure" / "znver4_hardware.json"
+    out = tmp_path / "out"
+
+    def run(spec):
+        monkeypatch.setattr(sys, "argv", ["export_remeasured.py", str(remeasured), "--out", str(out),
+                                          "--logs-root", str(root), "--hardware", str(spec)])
+        return ex.main()
+
+    other = tmp_path / "zen3.json"
+    HardwareSpec.from_target(tvm.target.Target({"kind": "llvm", "mcpu": "znver3", "num-cores": 2})).save(str(other))
+    with pytest.raises(SystemExit) as exc:
+        run(other)
+    assert str(other) in str(exc.value) and "znver3" in str(exc.value)
+    assert not out.exists()
+    assert run(spec_file) == 0
+    assert (out / "hardware.json").read_bytes() == spec_file.read_bytes()
+    (new,) = load_tasks(out / "C1D_3")
+    assert new.hardware == HardwareSpec.load(str(spec_file))
+
+
 def test_rescore_fusion_decisions_uses_the_latest_measurement(tmp_path, monkeypatch, capsys):
     """A group measured in two folders takes the later folder's gain; a
     decision file with no measurement is skipped; a measured group the
