@@ -445,6 +445,49 @@ def test_transfer_gives_every_other_task_with_its_own_context(logs):
     assert all(t.spearman == 0.0 and t.pairwise_accuracy == pytest.approx(0.5) for t in report.tasks)
 
 
+def test_transfer_featurises_each_task_with_its_own_machines_spec(logs):
+    """``--transfer`` over logs of two machines: the hybrid scoring one task
+    learns the other's records as that task's machine gives them (its own
+    ``hardware.json`` spec), not under the scored task's spec."""
+    import dataclasses
+
+    from tvm_latmodel.hardware import HardwareSpec
+    from tvm_latmodel.model.cost_model import HybridCostModel
+    from tvm_latmodel.sampling import make_context
+
+    root, _ = logs
+    wide = HardwareSpec.from_target(tvm.target.Target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}))
+    narrow = HardwareSpec.from_target(tvm.target.Target({"kind": "llvm", "mcpu": "znver3", "num-cores": 2}))
+    mm32, mm48 = rp.load_tasks(root)
+    tasks = [dataclasses.replace(mm32, hardware=wide), dataclasses.replace(mm48, hardware=narrow)]
+    made = []
+
+    def factory(t):
+        made.append(HybridCostModel(target=t.target, hardware=t.hardware, pretrained=None))
+        return made[-1]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rp.ReplayEvaluator(transfer=True, shots=2).evaluate(tasks, factory, model_name="hybrid", only=["mm32"])
+
+        def rows(task, spec):
+            m = HybridCostModel(target=task.target, hardware=spec, pretrained=None)
+            m.update(make_context(task.mod, task.target, 1), task.candidates(), task.results())
+            return m.X_, m.log_analytical_
+
+        own, scored_spec = rows(tasks[1], narrow), rows(tasks[1], wide)
+    assert own != scored_spec  # the two specs give mm48 other inputs
+    scored = made[0]
+    n = len(tasks[1].records)
+    assert (scored.X_[:n], scored.log_analytical_[:n]) == own
+    # then mm32's two shots, under its own spec
+    shots = rp.ReplayEvaluator(transfer=True, shots=2).shot_indices(tasks[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mm32_rows = rows(tasks[0], wide)[1]
+    assert scored.log_analytical_[n:] == [mm32_rows[i] for i in shots]
+
+
 def test_only_scores_the_named_task_but_transfers_from_all(logs):
     root, _ = logs
     tasks = rp.load_tasks(root)

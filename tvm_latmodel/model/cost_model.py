@@ -373,6 +373,18 @@ class HybridCostModel(ms.cost_model.PyCostModel):
             self.groups_.append(group)
         # The refit itself waits for the next prediction (_refit_if_due).
 
+    def absorb(self, other: "HybridCostModel") -> None:
+        """Add ``other``'s training records, featurised with *its* spec (e.g.
+        another machine's logs), to this model's, as if :meth:`update` had
+        learnt them; the residual refits as after an update. Bounds are not
+        taken: this model computes the bound of a task it scores with its
+        own spec."""
+        self.X_ += other.X_
+        self.log_analytical_ += other.log_analytical_
+        self.log_measured_ += other.log_measured_
+        self.groups_ += other.groups_
+        self.failed_count_ += other.failed_count_
+
     def refit(self) -> None:
         """Fit the residual on all data now (normally done adaptively by update)."""
         X = np.asarray(self.X_, dtype=np.float32)
@@ -577,12 +589,8 @@ def train_on_machines(machines, *, objective: str = DEFAULT_OBJECTIVE, seed: int
             if shared:
                 raise ValueError(f"workload {sorted(shared)[0]} is in the logs of two machines; "
                                  "keep one machine's log of it")
-            model.X_ += part.X_
-            model.log_analytical_ += part.log_analytical_
-            model.log_measured_ += part.log_measured_
-            model.groups_ += part.groups_
+            model.absorb(part)
             model.bounds_.update(part.bounds_)
-            model.failed_count_ += part.failed_count_
     if not model.X_:
         raise ValueError("no valid record to train on")
     model.min_samples = HybridCostModel(pretrained=None).min_samples

@@ -139,7 +139,9 @@ class ReplayEvaluator:
         the simulated search.
     transfer : bool
         Leave-one-task-out: before a task is scored, the model is given all
-        records of every *other* task (each with its own TuneContext).
+        records of every *other* task (each with its own TuneContext; a
+        model with ``absorb``, the hybrid, gets them featurised by a model
+        of that task's own spec, ``model_factory(other)``).
     batch_size : int
         Candidates measured per round of the simulated search.
     tolerance : float
@@ -245,7 +247,14 @@ class ReplayEvaluator:
             model = _SeededCalls(raw_model, rng)
             if self.transfer:
                 for oi, other in enumerate(tasks):
-                    if oi != ti:
+                    if oi == ti:
+                        continue
+                    if hasattr(raw_model, "absorb"):
+                        # featurised with the spec of the machine that measured it, not the scored task's
+                        part = model_factory(other)
+                        part.update(context(oi), other.candidates(), other.results())
+                        raw_model.absorb(part)
+                    else:
                         model.update(context(oi), other.candidates(), other.results())
             ctx = context(ti)
             cands, results = task.candidates(), task.results()
