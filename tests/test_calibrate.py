@@ -205,7 +205,7 @@ def test_kernels_compute_what_they_time():
     import numpy as np
     import tvm
 
-    from tvm_latmodel.hardware.calibrate import _fma_func, _launch_func, _stream_func
+    from tvm_latmodel.hardware.calibrate import _fill_func, _fma_func, _launch_func, _stream_func
 
     rng = np.random.default_rng(0)
     cores, chunks, unroll, lanes, repeats, depth, rows = 2, 3, 4, 8, 5, 7, 3
@@ -213,6 +213,9 @@ def test_kernels_compute_what_they_time():
         "stream": _stream_func(cores, chunks, unroll, lanes, repeats).with_attr("global_symbol", "stream"),
         "fma": _fma_func(cores, depth, rows, lanes, repeats).with_attr("global_symbol", "fma"),
         "launch": _launch_func(cores).with_attr("global_symbol", "launch"),
+        "stream_1core": _stream_func(cores, chunks, unroll, lanes, repeats, used=1).with_attr(
+            "global_symbol", "stream_1core"),
+        "fill": _fill_func(cores, chunks, unroll, lanes).with_attr("global_symbol", "fill"),
     })
     rt = tvm.compile(mod, target=host_target()).jit()
     dev = tvm.cpu(0)
@@ -221,6 +224,14 @@ def test_kernels_compute_what_they_time():
     b = tvm.runtime.empty((cores, unroll, lanes), "float32", dev)
     rt["stream"](tvm.runtime.tensor(a, dev), b)
     np.testing.assert_allclose(b.numpy(), repeats * a.sum(axis=1), rtol=1e-5, atol=1e-5)
+    # the one-core run reads the first core's block of the same array
+    b1 = tvm.runtime.empty((1, unroll, lanes), "float32", dev)
+    rt["stream_1core"](tvm.runtime.tensor(a, dev), b1)
+    np.testing.assert_allclose(b1.numpy(), repeats * a[:1].sum(axis=1), rtol=1e-5, atol=1e-5)
+    # the stream input is filled in place with ones
+    filled = tvm.runtime.tensor(a, dev)
+    rt["fill"](filled)
+    np.testing.assert_array_equal(filled.numpy(), np.ones_like(a))
 
     x = rng.standard_normal((cores, depth, rows)).astype("float32")
     y = rng.standard_normal((cores, depth, 2 * lanes)).astype("float32")

@@ -124,20 +124,38 @@ def check_host_target(target=None):
 
 
 # --------------------------------------------------------------------- kernels
-def _stream_func(cores: int, chunks: int, unroll: int, lanes: int, repeats: int):
-    """``B[p, u, v] = sum_{r, c} A[p, c, u, v]``: per-core streaming reads."""
+def _stream_func(cores: int, chunks: int, unroll: int, lanes: int, repeats: int, used: int | None = None):
+    """``B[p, u, v] = sum_{r, c} A[p, c, u, v]``: per-core streaming reads,
+    on the first ``used`` cores' blocks of ``A`` (default all; the one-core
+    run reads the first block of the same array)."""
     import tvm
     from tvm import te
 
+    used = cores if used is None else used
     a = te.placeholder((cores, chunks, unroll, lanes), "float32", name="A")
     r = te.reduce_axis((0, repeats), "r")
     c = te.reduce_axis((0, chunks), "c")
-    b = te.compute((cores, unroll, lanes), lambda p, u, v: te.sum(a[p, c, u, v], axis=[r, c]), name="B")
+    b = te.compute((used, unroll, lanes), lambda p, u, v: te.sum(a[p, c, u, v], axis=[r, c]), name="B")
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
     block = sch.get_sblock("B")
     p, u, v, rr, cc = sch.get_loops(block)
     sch.reorder(p, rr, cc, u, v)
     _accumulate_in_registers(sch, block, p, rr, unroll=[u], vector=v)
+    return sch.mod["main"]
+
+
+def _fill_func(cores: int, chunks: int, unroll: int, lanes: int):
+    """``A[p, c, u, v] = 1``, each core writing its own block: the stream
+    kernels' input, touched in place (copying a host array in doubled the
+    memory and took most of a quick calibration with a large last cache)."""
+    import tvm
+    from tvm import te
+
+    a = te.compute((cores, chunks, unroll, lanes), lambda p, c, u, v: te.const(1.0, "float32"), name="A")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a])}))
+    p, _, _, v = sch.get_loops(sch.get_sblock("A"))
+    sch.parallel(p)
+    sch.vectorize(v)
     return sch.mod["main"]
 
 
@@ -333,8 +351,9 @@ def calibrate_remote(session, target=None, *, quick: bool = False, progress: boo
     exported as a ``.tar`` of object files (the board links it, as it does
     MetaSchedule's candidates, so it needs a C compiler), uploaded, loaded with
     ``session.load_module`` and timed with ``time_evaluator`` on
-    ``session.cpu(0)``. The inputs travel to the board (the DRAM working set is
-    at least 64 MiB with ``quick``, else 256 MiB); only the timings come back.
+    ``session.cpu(0)``. The stream inputs are filled on the board by a kernel
+    (the DRAM working set is at least 64 MiB with ``quick``, else 256 MiB);
+    only the small FMA and libm inputs travel, and only the timings come back.
 
     Parameters
     ----------
@@ -410,9 +429,10 @@ def _calibrate(target, load, *, quick: bool, progress: bool, local: bool, extra_
         repeats = max(1, math.ceil(_RUN_S[quick] * guess_bytes_per_s / (cores * block_bytes)))
         name = f"stream_{level.name.lower()}"
         funcs[name] = _stream_func(cores, chunks, _STREAM_UNROLL, lanes, repeats)
+        funcs["fill_" + name] = _fill_func(cores, chunks, _STREAM_UNROLL, lanes)
         # The same per-core working set on one core alone: parallel scaling.
         single_repeats = max(1, math.ceil(_RUN_S[quick] * guess_bytes_per_s / cores / block_bytes))
-        funcs[name + "_1core"] = _stream_func(1, chunks, _STREAM_UNROLL, lanes, single_repeats)
+        funcs[name + "_1core"] = _stream_func(cores, chunks, _STREAM_UNROLL, lanes, single_repeats, used=1)
         stream_plan.append((level, name, chunks, block_bytes, repeats, single_repeats))
     cols = _FMA_COL_VECTORS * lanes
     flops_per_repeat = 2.0 * cores * _FMA_DEPTH * _FMA_ROWS * cols
@@ -444,15 +464,13 @@ def _calibrate(target, load, *, quick: bool, progress: bool, local: bool, extra_
     # ---- streaming bandwidth per level
     measured_gbps, single_gbps = [], []
     for level, name, chunks, block_bytes, repeats, single_repeats in stream_plan:
-        host = np.ones((cores, chunks, _STREAM_UNROLL, lanes), dtype="float32")
-        a = tvm.runtime.tensor(host, dev)
-        a1 = tvm.runtime.tensor(host[:1], dev)
-        del host
+        a = tvm.runtime.empty((cores, chunks, _STREAM_UNROLL, lanes), "float32", dev)
+        rt_mod["fill_" + name](a)  # in place, on the device (no host copy, nothing sent through RPC)
         b = tvm.runtime.empty((cores, _STREAM_UNROLL, lanes), "float32", dev)
         b1 = tvm.runtime.empty((1, _STREAM_UNROLL, lanes), "float32", dev)
         best_s, times = _best_time_s(rt_mod, name, dev, (a, b), quick=quick)
-        best1_s, times1 = _best_time_s(rt_mod, name + "_1core", dev, (a1, b1), quick=quick)
-        del a, a1
+        best1_s, times1 = _best_time_s(rt_mod, name + "_1core", dev, (a, b1), quick=quick)
+        del a
         gbps = cores * block_bytes * repeats / best_s / 1e9
         gbps1 = block_bytes * single_repeats / best1_s / 1e9
         measured_gbps.append(gbps)
