@@ -528,6 +528,27 @@ def _spec_file(path, **changes):
     return HardwareSpec.load(str(path))
 
 
+def test_a_folder_glob_passes_over_the_spec_beside_the_databases(logs, tmp_path):
+    """``folder/*`` names the ``hardware.json`` beside the databases too: it
+    is their spec, not a database, so loading goes on with the databases
+    (and they carry the spec); the spec alone loads nothing, with an error
+    naming it; any other stray file is still an error."""
+    root = tmp_path / "lab"
+    _copy(logs, root, "mm32")
+    _copy(logs, root, "mm48")
+    spec = _spec_file(root / "hardware.json", name="lab box", extra={"mcpu": "skylake-avx512"})
+    globbed = sorted(str(p) for p in root.iterdir())
+    assert globbed[0].endswith("hardware.json")
+    assert rp.find_databases(root / "hardware.json") == []
+    tasks = rp.load_tasks(globbed)
+    assert [t.name for t in tasks] == ["mm32", "mm48"] and [t.hardware for t in tasks] == [spec, spec]
+    with pytest.raises(ValueError, match=r"no tuning database in .*hardware\.json"):
+        rp.load_tasks([str(root / "hardware.json")])
+    (root / "notes.txt").write_text("x")
+    with pytest.raises(ValueError, match="notes.txt: not a MetaSchedule tuning database"):
+        rp.load_tasks([str(root / "notes.txt")])
+
+
 def test_replay_scores_a_log_with_the_spec_beside_it(logs, tmp_path, monkeypatch):
     """A ``hardware.json`` in the database's folder or the one above is the
     measuring machine's spec: the task carries it, replay hands it to the

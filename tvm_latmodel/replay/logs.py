@@ -411,7 +411,9 @@ def family_of(task_name: str) -> str:
 
 
 def find_databases(path: str | os.PathLike) -> list[Path]:
-    """Database directories at or under ``path`` (sorted).
+    """Database directories at or under ``path`` (sorted). A ``hardware.json``
+    given as a path (as ``folder/*`` gives the one beside the databases) is
+    the databases' spec, not a database: none is found there, quietly.
 
     Raises
     ------
@@ -424,6 +426,8 @@ def find_databases(path: str | os.PathLike) -> list[Path]:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
     if path.is_file():
+        if path.name == HARDWARE_FILE:
+            return []
         if path.name in (WORKLOAD_FILE, RECORD_FILE):
             path = path.parent
         else:
@@ -494,6 +498,8 @@ def load_tasks(paths: str | os.PathLike | Sequence[str | os.PathLike], *, progre
         if not found and not direct:
             raise ValueError(f"{given}: no tuning database under it holds a valid record")
         tasks.extend(found)
+    if not tasks:
+        raise ValueError(f"no tuning database in {', '.join(map(str, paths))}")
     _unique_names(tasks)
     return tasks
 
