@@ -54,7 +54,8 @@ named in ``tvm-latmodel explain``:
 * **cache-capacity cliffs** (:func:`cache_traffic_bytes`): the bytes a
   level must fetch from the next one jump when a loop body's footprint stops
   fitting in it; a buffer the loops inside the kept one do not move (an
-  accumulator under a rolled loop) is fetched once, not on every trip. An
+  accumulator under a rolled loop) is fetched once, not on every trip; an
+  update's read and write of the same elements occupy the level once. An
   intermediate that TVM's buffer compaction allocates as a tile (a padding
   or cache tile computed at an outer loop) never spans more than that tile:
   the summary caps its footprints there (``program._within_allocations``).
