@@ -18,9 +18,12 @@ is fitted on every log with its times re-measured on the idle Zen 4
 record): 53 logs, T2D_2 (48 records) skipped by ``--min-records``. Since
 stop 35 (``benchmarks/modes/PROTOCOL_stop35.md`` part 1) it is that recipe
 run again on the Zen 3 guest with the code of stop 34, whose analytical
-terms include the cap of a compacted intermediate at its allocation; from
-stop 27 to 34 it was the same recipe fitted on the Zen 4 (commit 028986d),
-on the terms of that time. The command:
+terms include the cap of a compacted intermediate at its allocation; since
+stop 38 (``PROTOCOL_stop38.md`` part 3) it is that recipe run on the Intel
+guest with the terms in which an update's read and write hold a cache once
+(the same booster wherever it is fitted: stop 35's was reproduced byte for
+byte there before the change); from stop 27 to 34 it was the same recipe
+fitted on the Zen 4 (commit 028986d), on the terms of that time. The command:
 
     python scripts/train_shipped_model.py tuning_logs/remeasured-znver4/* --hold-out
 
