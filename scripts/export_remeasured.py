@@ -132,18 +132,13 @@ def main() -> int:
             jobs[name] = (key, log, machine)
     spec_text = None
     if args.hardware:
-        from tvm_latmodel.hardware import load_hardware
+        from tvm_latmodel.replay.logs import spec_for_records
 
         for _, _, machine in jobs.values():
-            target = tvm.target.Target(machine)
             try:
-                spec = load_hardware(target, args.hardware)
+                spec_for_records(args.hardware, tvm.target.Target(machine), "the re-measured logs")
             except (ValueError, OSError) as err:
                 sys.exit(f"error: {err}")
-            described, measured = spec.extra.get("mcpu"), target.attrs.get("mcpu")
-            if described and measured and str(described) != str(measured):
-                sys.exit(f"error: {args.hardware}: describes a {described} ({spec.name}), but the logs were "
-                         f"re-measured on {measured}")
         with open(args.hardware, encoding="utf-8") as f:
             spec_text = f.read()
     summaries = []

@@ -507,8 +507,18 @@ def load_tasks(paths: str | os.PathLike | Sequence[str | os.PathLike], *, progre
 def measuring_spec(db_dir: str | os.PathLike, target):
     """The spec of the machine that measured the database at ``db_dir``:
     ``hardware.json`` in that directory, else in the folder above it (where
-    ``record_logs.py`` writes one for all its databases); None if neither
-    has one.
+    ``record_logs.py`` writes one for all its databases), checked by
+    :func:`spec_for_records`; None if neither has one."""
+    db_dir = Path(db_dir)
+    for path in (db_dir / HARDWARE_FILE, db_dir.parent / HARDWARE_FILE):
+        if path.is_file():
+            return spec_for_records(path, target, f"the records of {db_dir}")
+    return None
+
+
+def spec_for_records(path: str | os.PathLike, target, records: str):
+    """The spec saved at ``path``, as the spec of ``records`` (named in the
+    message) measured for ``target``.
 
     Raises
     ------
@@ -519,18 +529,13 @@ def measuring_spec(db_dir: str | os.PathLike, target):
     """
     from ..hardware import load_hardware
 
-    db_dir = Path(db_dir)
-    for path in (db_dir / HARDWARE_FILE, db_dir.parent / HARDWARE_FILE):
-        if not path.is_file():
-            continue
-        spec = load_hardware(target, str(path))
-        logged = str(target.attrs.get("mcpu", "") or "") if target.kind.name == "llvm" else ""
-        described = str(spec.extra.get("mcpu", "") or "")
-        if logged and described and logged != described:
-            raise ValueError(f"{path}: describes a {described} ({spec.name}), but the records of {db_dir} "
-                             f"were measured for {logged}")
-        return spec
-    return None
+    spec = load_hardware(target, str(path))
+    logged = str(target.attrs.get("mcpu", "") or "") if target.kind.name == "llvm" else ""
+    described = str(spec.extra.get("mcpu", "") or "")
+    if logged and described and logged != described:
+        raise ValueError(f"{path}: describes a {described} ({spec.name}), but {records} "
+                         f"were measured for {logged}")
+    return spec
 
 
 def _unique_names(tasks: list[Task]) -> None:
