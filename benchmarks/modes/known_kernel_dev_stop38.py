@@ -14,13 +14,15 @@ import json
 import os
 import sys
 import warnings
-from collections import defaultdict
 
 import numpy as np
 
 sys.path.insert(0, "scripts")
 sys.path.insert(0, ".")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import head_residual_study as h  # noqa: E402
+from lofo_ship_stop33 import fit as fit_on  # noqa: E402
+from rmw_dev_stop38 import load  # noqa: E402 - each log featurised with its folder's hardware.json
 from tvm_latmodel.replay import family_of, load_database  # noqa: E402
 
 BASE_W = 0.5
@@ -35,13 +37,7 @@ def main():
     cache = os.environ.get("CACHE", "/tmp/s38/cache")
     folder = {p.split("/")[-1]: p.split("/")[-2] for p in paths}
     assert len(folder) == len(paths), "two logs of one name"
-    by_folder = defaultdict(list)
-    for p in paths:
-        by_folder[os.path.dirname(p)].append(p)
-    data = {}
-    for fdir, ps in sorted(by_folder.items()):
-        spec = os.path.join(fdir, "hardware.json")
-        data.update(h.featurise(ps, cache, hardware=spec if os.path.isfile(spec) else None))
+    data = load(paths, cache)
     names = [n for n in folder if n in data]
     feats = {n: h.features(data[n]) for n in names}
     sig = {}
@@ -51,11 +47,7 @@ def main():
     rem = [n for n in names if folder[n] == "remeasured-znver4"]
 
     def fit(train):
-        X = np.concatenate([feats[n] for n in train])
-        la = np.concatenate([data[n]["log_a"] for n in train])
-        lm = np.concatenate([data[n]["log_m"] for n in train])
-        g = np.concatenate([[i] * len(data[n]["log_a"]) for i, n in enumerate(train)])
-        return h.fit("reg:headweighted", X, la, lm, g)
+        return fit_on(data, feats, train)
 
     rows = []
 

@@ -19,7 +19,9 @@ import numpy as np
 
 sys.path.insert(0, "scripts")
 sys.path.insert(0, ".")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import head_residual_study as h  # noqa: E402
+from lofo_ship_stop33 import fit as fit_on  # noqa: E402
 from tvm_latmodel.replay import family_of  # noqa: E402
 
 W = 0.5
@@ -41,11 +43,7 @@ def study(code, data, names, folder, rows):
     rem = [n for n in names if folder[n] == "remeasured-znver4"]
 
     def fit(train):
-        X = np.concatenate([feats[n] for n in train])
-        la = np.concatenate([data[n]["log_a"] for n in train])
-        lm = np.concatenate([data[n]["log_m"] for n in train])
-        g = np.concatenate([[i] * len(data[n]["log_a"]) for i, n in enumerate(train)])
-        return h.fit("reg:headweighted", X, la, lm, g)
+        return fit_on(data, feats, train)
 
     def score(split, S, test):
         for n in test:
