@@ -2,7 +2,7 @@
 re-measured logs with the current code's features (base) and with the refused hoisting patch's (hoist), under the
 shipped residual (current) and bagged variants (bagK_s: K boosters with subsample s, seeds 0..K-1, averaged).
 Run: python hoist_residual_noise_stop39.py {base,hoist} {current,bag5_0.7,bag5_0.5} (feature caches of the stop-39 session)."""
-import os, sys, json, warnings
+import sys, json, warnings
 import numpy as np
 sys.path.insert(0, "/work/main/scripts"); sys.path.insert(0, "/work/main/benchmarks/modes"); sys.path.insert(0, "/work/main")
 warnings.simplefilter("ignore")
