@@ -18,11 +18,16 @@ def load(dev_list, cache):
     return data, names, {n: h.features(data[n]) for n in names}, folder
 
 
-def fit(data, feats, train):
-    """The residual (reg:headweighted) fitted on the logs named in ``train``."""
+def training_arrays(data, feats, train):
+    """(X, log analytical, log measured, task groups) of the logs named in ``train``."""
     X = np.concatenate([feats[n] for n in train]); la = np.concatenate([data[n]["log_a"] for n in train])
     lm = np.concatenate([data[n]["log_m"] for n in train]); g = np.concatenate([[i] * len(data[n]["log_a"]) for i, n in enumerate(train)])
-    return h.fit("reg:headweighted", X, la, lm, g)
+    return X, la, lm, g
+
+
+def fit(data, feats, train):
+    """The residual (reg:headweighted) fitted on the logs named in ``train``."""
+    return h.fit("reg:headweighted", *training_arrays(data, feats, train))
 
 
 def lofo(data, names, feats, folder, W, combine=lambda cs, cn: {}):

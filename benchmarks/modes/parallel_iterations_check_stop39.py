@@ -4,11 +4,11 @@ C[i] = A[i] * B[i] + A[i] over N floats; the loop split into P parallel iteratio
 import numpy as np, tvm
 from tvm import te
 from tvm_latmodel.targets import host_target
-from tvm_latmodel.model.cost_model import HybridCostModel
+from tvm_latmodel.hardware import HardwareSpec
 from tvm_latmodel.model.program import summarize
 from tvm_latmodel.model.modes import estimate
 DEV = tvm.cpu(); N = 1 << 18
-hw = HybridCostModel()._hardware(host_target())
+hw = HardwareSpec.from_target(host_target())  # the spec a HybridCostModel() builds for the host
 def kernel(P, fused, vec):
     a = te.placeholder((N,), name="A"); b = te.placeholder((N,), name="B")
     c = te.compute((N,), lambda i: a[i] * b[i] + a[i], name="C")
