@@ -739,3 +739,71 @@ def test_llvm_unrolls_a_small_loop_around_a_vector_loop():
 
     assert loops(4)[0].unrolled_by == "llvm"
     assert loops(64)[0].unrolled_by == ""
+
+
+def _row_max_then_exp(k: int, unroll_k: bool):
+    """``M[r] = max_k A[r, k]``, ``E[r, c] = exp(A[r, c] - M[r])``, with M
+    computed inside E's column loop ``c``, which it does not depend on."""
+    a = te.placeholder((8, k), name="A")
+    rk = te.reduce_axis((0, k), name="k")
+    m = te.compute((8,), lambda r: te.max(a[r, rk], axis=rk), name="M")
+    e = te.compute((8, 32), lambda r, c: te.exp(a[r, c] - m[r]), name="E")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, e])}))
+    r, c = sch.get_loops(sch.get_sblock("E"))
+    sch.parallel(r)
+    sch.compute_at(sch.get_sblock("M"), c)
+    if unroll_k:
+        sch.unroll(sch.get_loops(sch.get_sblock("M"))[-1])
+    return {b.name: b for b in summarize(sch.mod, "cpu").blocks}
+
+
+def test_recomputation_llvm_hoists_is_counted_once():
+    """M is recomputed at every one of E's 32 columns. Compacted to one
+    float (4 B < 1024, a stack allocation) with its reduction loop unrolled,
+    its code is straight-line on a register and LICM hoists it out of the
+    column loop: 8 rows x 128 taps = 1024 points, not 8 x 32 x 128. With
+    the reduction loop rolled (128 taps x 5 instructions > LLVM's 300) the
+    loop stays inside the column loop: all 32768 points run. E itself
+    depends on the column loop: unchanged."""
+    hoisted = _row_max_then_exp(128, unroll_k=True)
+    assert hoisted["M"].work_points == 8 * 128
+    assert hoisted["E"].work_points == 8 * 32
+    rolled = _row_max_then_exp(128, unroll_k=False)
+    assert rolled["M"].work_points == 8 * 32 * 128
+    assert rolled["E"].work_points == 8 * 32
+
+
+def _row_vector_sum(j: int):
+    """``M[r, j] = max_k A[r, k] * j``, ``S[r] = sum_j M[r, j]``, ``E[r, c] =
+    exp(A[r, c] - S[r])``: M and S recomputed at each of E's 32 columns,
+    all their loops unrolled; M's row is ``j`` floats."""
+    a = te.placeholder((4, 36), name="A")
+    rk = te.reduce_axis((0, 4), name="k")
+    rj = te.reduce_axis((0, j), name="j")
+    m = te.compute((4, j), lambda r, jj: te.max(a[r, rk] * jj.astype("float32"), axis=rk), name="M")
+    s = te.compute((4,), lambda r: te.sum(m[r, rj], axis=rj), name="S")
+    e = te.compute((4, 32), lambda r, c: te.exp(a[r, c] - s[r]), name="E")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, e])}))
+    r, c = sch.get_loops(sch.get_sblock("E"))
+    sch.parallel(r)
+    sch.compute_at(sch.get_sblock("S"), c)
+    sch.compute_at(sch.get_sblock("M"), c)
+    for lp in sch.get_loops(sch.get_sblock("M"))[-2:]:
+        sch.unroll(lp)
+    sch.unroll(sch.get_loops(sch.get_sblock("S"))[-1])
+    return {b.name: b for b in summarize(sch.mod, "cpu").blocks}
+
+
+def test_only_a_stack_allocation_is_hoisted():
+    """TVM keeps an allocation below 1024 bytes on the stack (kMaxStackAlloca):
+    M's row of 255 floats (1020 B) becomes registers and M and S leave the
+    column loop (4 rows x 255 x 4 taps; S 4 x 255); at 256 floats (1024 B)
+    M is a heap workspace and both run at every column (x 32). Measured on
+    the Intel guest (benchmarks/modes/hoist_licm_check_stop39.md): 1020 B
+    costs the same at the column loop as at the row loop, 1024 B 12x more."""
+    small = _row_vector_sum(255)
+    assert small["M"].work_points == 4 * 255 * 4
+    assert small["S"].work_points == 4 * 255
+    big = _row_vector_sum(256)
+    assert big["M"].work_points == 4 * 32 * 256 * 4
+    assert big["S"].work_points == 4 * 32 * 256

@@ -8,7 +8,10 @@ What is summarized, per block (``T.sblock``) of the scheduled function:
 * ``work_points``: iterations the hardware executes (product of the
   enclosing loop extents, threads included), and ``useful_points``: the
   block's iteration domain. Their ratio is the padded / redundant work of
-  non-divisible tiles and of compute-at halos.
+  non-divisible tiles and of compute-at halos. On CPU a block recomputed
+  inside a rolled loop it does not depend on counts once for that loop
+  when LLVM hoists it (straight-line code writing stack intermediates,
+  which SROA makes registers; :func:`_hoist_invariant_blocks`).
 * ``flops``: arithmetic operations of the block's store times its points.
 * the loop nest from the outside in (extent and kind of each loop), and for
   every loop level the **footprint**: bytes of each buffer the block touches
@@ -52,7 +55,7 @@ from dataclasses import dataclass, field, replace
 import tvm
 
 from .indexing import (_bits, _compile, _compile_cond, _count_fma, _count_libm, _count_ops, _guard_of, _interval,
-                       _linear, _stride_along, _strides, _vars_of, _widened, live_copy_fraction)
+                       _cond_vars, _linear, _stride_along, _strides, _vars_of, _widened, live_copy_fraction)
 
 # TVM's UnrollLoop default auto_max_depth: at most this many unrolled loops
 # nested below a loop that is itself auto-unrolled.
@@ -62,6 +65,11 @@ _UNROLL_MAX_DEPTH = 8
 # instructions is unrolled by LLVM itself before it vectorizes
 # (llvm/lib/Transforms/Scalar/LoopUnrollPass.cpp: UnrollThresholdAggressive).
 _LLVM_FULL_UNROLL_THRESHOLD = 300
+
+# TVM keeps a CPU allocation of constant size below this many bytes on the
+# stack (``runtime::kMaxStackAlloca``, tvm/runtime/device_api.h, used by
+# tirx/transforms/lower_tvm_builtin.cc); larger ones are heap workspaces.
+_STACK_ALLOCA_BYTES = 1024
 
 # ----------------------------------------------------------------- data types
 
@@ -254,6 +262,7 @@ class _Walker:
         self.pending_gathers: list = []  # vector blocks with gathered accesses, waiting likewise
         self.guards: dict = {}  # block index -> compiled guard: see indexing.live_copy_fraction
         self.block_vars: list = []  # loop variables of each block's nest
+        self.block_mentions: list = []  # loop variables each block's indices (and guard) mention
         self.buffer_info: dict = {}  # buffer handle -> (name, scope, bits, bytes, shape, strides)
         self.allocated: set = set()  # names of the buffers blocks allocate (intermediates)
         self.names: dict = {}  # buffer handle -> its name here, unique (see buffer_name)
@@ -535,6 +544,14 @@ class _Walker:
             chain_length=float(chain if reduce_level else 0), fma_per_point=fmas, libm_calls_per_point=libm,
             libm_cost_per_point=libm_cost))
         self.block_vars.append(tuple(var_ids))
+        mentioned: set = set()
+        for c in compiled:
+            for vs in c[8]:
+                mentioned |= vs
+        guard = self.guards.get(len(self.blocks) - 1)
+        if guard is not None:
+            _cond_vars(guard, mentioned)
+        self.block_mentions.append(mentioned)
 
     def finish(self) -> None:
         """Apply the unroll verdicts to every block's loops, then decide what
@@ -829,6 +846,80 @@ def _compacted_intermediates(w: _Walker) -> tuple[dict, dict]:
     return nbytes, copies
 
 
+def _hoist_invariant_blocks(w: _Walker, nbytes: dict, copies: dict) -> None:
+    """Count once the recomputation LLVM hoists out of a loop (CPU, in place).
+
+    A block placed inside a rolled loop whose variable none of its indices
+    mention computes the same values at every iteration. TVM keeps an
+    allocation below ``kMaxStackAlloca`` (1024 bytes, ``LowerTVMBuiltin``)
+    on the stack; with the loops around its accesses unrolled, their
+    indices are constants, LLVM's SROA makes it registers, and LICM hoists
+    the block's now straight-line code out of the loop. So, from the block
+    outward: a rolled serial loop of extent > 1 not mentioned by the block is left
+    (``work_points`` divided by its extent) when everything between it and
+    the block is straight-line (unrolled, extent 1, or the innermost vector
+    loop), every buffer the block writes is such a stack intermediate
+    (allocated inside the parallel loop around the block, if any), and no
+    buffer it reads is written inside that loop by another block that stays
+    in it. A loop of any other kind, or one it depends on, stops the walk
+    (LICM hoists instructions, not loops). A loop any block's view leaves
+    rolled is rolled for all of them. Which blocks stay decides which reads
+    are invariant: decided from "none hoisted" until nothing changes.
+    """
+    blocks, var_ids, mentioned = w.blocks, w.block_vars, w.block_mentions
+    eligible = []
+    for i, b in enumerate(blocks):
+        writes = [a for a in b.accesses if a.is_write]
+        parallel = any(lp.kind == "parallel" for lp in b.loops)
+        if writes and all(a.buffer in w.allocated and a.scope in ("global", "")
+                          and nbytes.get(a.buffer, float("inf")) < _STACK_ALLOCA_BYTES
+                          and (not parallel or a.buffer in copies) for a in writes):
+            eligible.append(i)
+    if not eligible:
+        return
+    # A loop is one loop for every block in it: rolled if any block's view
+    # leaves it rolled (LLVM's unroll verdict is taken per block).
+    rolled = {v for b, vs in zip(blocks, var_ids) for lp, v in zip(b.loops, vs) if lp.extent > 1 and not lp.unrolled}
+    left: dict[int, dict[int, int]] = {i: {} for i in eligible}  # block -> {loop var: extent} it leaves
+    for _ in range(len(eligible) + 1):
+        # loop variable -> buffer -> blocks writing it inside that loop and staying there
+        inside: dict[int, dict[str, set]] = {}
+        for i, b in enumerate(blocks):
+            gone = left.get(i, {})
+            for v in var_ids[i]:
+                if v not in gone:
+                    per = inside.setdefault(v, {})
+                    for a in b.accesses:
+                        if a.is_write:
+                            per.setdefault(a.buffer, set()).add(i)
+        new = {}
+        for i in eligible:
+            b = blocks[i]
+            reads = [a.buffer for a in b.accesses if not a.is_write]
+            out: dict[int, int] = {}
+            depth = len(b.loops)
+            for j in range(depth - 1, -1, -1):
+                lp, v = b.loops[j], var_ids[i][j]
+                if lp.extent == 1 or (lp.unrolled and v not in rolled) or (lp.kind == "vectorized" and j == depth - 1):
+                    continue  # straight-line code, whether the block depends on it or not
+                if v in mentioned[i] or lp.kind not in ("serial", "unrolled"):
+                    break
+                per = inside.get(v, {})
+                if any(per.get(buf, set()) - {i} for buf in reads):
+                    break
+                out[v] = lp.extent
+            new[i] = out
+        if new == left:
+            break
+        left = new
+    for i, out in left.items():
+        if out:
+            factor = 1.0
+            for e in out.values():
+                factor *= e
+            blocks[i] = replace(blocks[i], work_points=blocks[i].work_points / factor)
+
+
 def _within_allocations(b: BlockSummary, nbytes: dict) -> BlockSummary:
     """``b`` with the footprint of each global buffer it touches capped at the
     buffer's bytes as compiled (``nbytes``, from :func:`_compacted_intermediates`).
@@ -928,6 +1019,7 @@ def summarize(mod, target_kind: str = "cpu") -> ProgramSummary:
         copies: dict = {}
     else:
         buffer_bytes, copies = _compacted_intermediates(w)
+        _hoist_invariant_blocks(w, buffer_bytes, copies)
         w.blocks = [_within_allocations(b, buffer_bytes) for b in w.blocks]
     by_region: dict[int, list[BlockSummary]] = {}
     for b in w.blocks:
