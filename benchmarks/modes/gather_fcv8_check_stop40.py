@@ -7,9 +7,10 @@ from tvm_latmodel.replay import load_database
 from tvm_latmodel.model.cost_model import HybridCostModel
 from tvm_latmodel.hardware import HardwareSpec
 from tvm_latmodel.sampling import make_context
-db = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tuning_logs") + "/cpu-znver4-net/FCV_8"
+from tvm_latmodel.targets import host_target
+db = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tuning_logs", "cpu-znver4-net", "FCV_8")
 (task,) = load_database(db, name="FCV_8")
-target = tvm.target.Target({"kind": "llvm", "mcpu": "rocketlake", "num-cores": 2})
+target = host_target()
 cands = task.candidates()
 hw = HardwareSpec.from_target(target)
 m = HybridCostModel(target=target, pretrained=None, hardware=hw)
@@ -19,9 +20,7 @@ for i in [52, 49, 13, 0]:
     mod = cands[i].sch.mod
     lib = tvm.compile(mod, target=target)
     asm = lib.mod.inspect_source("asm")
-    head = mod.script().split("def main(")[1].split(":\n")[0]
-    shapes = [[int(x) for x in re.findall(r"\d+", sh.replace("T.int64", ""))] for sh in re.findall(r"T\.Buffer\(\((.*?)\), \"float32\"", head)]
-    args = [tvm.runtime.tensor(np.random.rand(*sh).astype("float32"), tvm.cpu()) for sh in shapes]
+    args = [tvm.runtime.tensor(np.random.rand(*a.shape).astype(a.dtype), tvm.cpu()) for a in cands[i].args_info]
     t = lib.mod.time_evaluator("main", tvm.cpu(), number=3, repeat=5, min_repeat_ms=50)(*args)
     g, pk, sc = len(re.findall(r'vgather', asm)), len(re.findall(PK, asm)), len(re.findall(SC, asm))
     print(f"rec {i}: gathers {g}, packed FMA {pk}, scalar FMA {sc}; "
