@@ -50,6 +50,7 @@ evaluated in pure Python, so a 3x3 conv schedule summarizes in about 2 ms.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import tvm
@@ -914,10 +915,7 @@ def _hoist_invariant_blocks(w: _Walker, nbytes: dict, copies: dict) -> None:
         left = new
     for i, out in left.items():
         if out:
-            factor = 1.0
-            for e in out.values():
-                factor *= e
-            blocks[i] = replace(blocks[i], work_points=blocks[i].work_points / factor)
+            blocks[i] = replace(blocks[i], work_points=blocks[i].work_points / math.prod(out.values()))
 
 
 def _within_allocations(b: BlockSummary, nbytes: dict) -> BlockSummary:
