@@ -8,15 +8,17 @@ branches back to itself. Compared with the verdict of the ``tvm_latmodel`` impor
 to check that tree: the path is printed). Assembly only, nothing is timed.
 
     python benchmarks/modes/unroll_budget_check_stop40.py [MCPU]"""
+import os
 import re
 import sys
 import warnings
 
-import tvm
-from tvm import te
+sys.path.insert(0, os.getcwd())  # the tree it is run from, not the installed package
+import tvm  # noqa: E402
+from tvm import te  # noqa: E402
 
-import tvm_latmodel
-from tvm_latmodel.model.program import summarize
+import tvm_latmodel  # noqa: E402
+from tvm_latmodel.model.program import summarize  # noqa: E402
 
 
 def kernel(trips: int, copies: int, weight_per_copy: bool):
