@@ -487,6 +487,7 @@ class _Walker:
             if var_ids[j] not in reduce_vars:
                 break
             chain *= loops[j].extent
+        mentioned: set = set()  # loop variables the block's indices (and guard) mention
         for name, scope, bits, is_write, nbytes, dims, shape, _, mentions in compiled:
             # Levels from innermost (all loops fixed) outwards: level k frees
             # loop k's variable, so only the dimensions that mention it change.
@@ -495,6 +496,7 @@ class _Walker:
             for d, vs in enumerate(mentions):
                 for v in vs:
                     mentioned_in.setdefault(v, []).append(d)
+            mentioned.update(mentioned_in)
             ranges = [(0, 0)] * n_vars
             # An affine index widens by coef * (extent - 1) when its loop is
             # freed (the integers _interval gives); others are re-evaluated.
@@ -545,10 +547,6 @@ class _Walker:
             chain_length=float(chain if reduce_level else 0), fma_per_point=fmas, libm_calls_per_point=libm,
             libm_cost_per_point=libm_cost))
         self.block_vars.append(tuple(var_ids))
-        mentioned: set = set()
-        for c in compiled:
-            for vs in c[8]:
-                mentioned |= vs
         guard = self.guards.get(len(self.blocks) - 1)
         if guard is not None:
             _cond_vars(guard, mentioned)
