@@ -17,7 +17,8 @@ product by more than most modes do). Replays:
 
 * the analytical model alone, zero shots, old and new;
 * the product (hybrid with its residual), zero shots, old and new;
-* the product at ``--shots`` (16) for each of ``--seeds`` (0-4).
+* the product at ``--shots`` (16) for each of ``--seeds`` (0-4; the option
+  takes every argument after it, so give the logs before it).
 
 Each replay's JSON goes to ``--out`` and is kept: a rerun skips the replays
 already done (resumable). Then the rule, on the set's means:
