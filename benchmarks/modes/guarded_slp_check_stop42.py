@@ -20,12 +20,15 @@ def c1d(guard: bool):
     x = te.placeholder((L, CI), name="X"); w = te.placeholder((K, CI, CO), name="W")
     rl = te.reduce_axis((0, K), name="rl"); rc = te.reduce_axis((0, CI), name="rc")
     if guard:
-        val = lambda l, co: tvm.tirx.if_then_else(tvm.tirx.all(l + rl >= 2, l + rl < L + 2), x[tvm.tirx.max(l + rl - 2, 0), rc], 0.0)
+        def val(l):
+            return tvm.tirx.if_then_else(tvm.tirx.all(l + rl >= 2, l + rl < L + 2),
+                                         x[tvm.tirx.max(l + rl - 2, 0), rc], 0.0)
     else:
-        xp = te.placeholder((L + K - 1, CI), name="XP")
-        x = xp
-        val = lambda l, co: xp[l + rl, rc]
-    o = te.compute((L, CO), lambda l, co: te.sum(val(l, co) * w[rl, rc, co], axis=[rl, rc]), name="O")
+        x = te.placeholder((L + K - 1, CI), name="XP")
+
+        def val(l):
+            return x[l + rl, rc]
+    o = te.compute((L, CO), lambda l, co: te.sum(val(l) * w[rl, rc, co], axis=[rl, rc]), name="O")
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([x, w, o])}))
     b = sch.get_sblock("O")
     l, co, rrl, rrc = sch.get_loops(b)
