@@ -1,0 +1,121 @@
+"""Stop 43 part 3 (PROTOCOL_stop43.md): does the shipped residual gain from the Intel guest's used logs?
+
+S' = the shipped recipe (``train_shipped_model.py tuning_logs/remeasured-znver4/* --hold-out``) on HEAD's
+code; R1 = the same with the used logs of ``tuning_logs/cpu-rocketlake-te`` (every log there but set 24's).
+Every log is featurised once, each folder with its own ``hardware.json`` (as ``train_on_machines`` does),
+then residuals are fitted (``ResidualModel``, the shipped objective ``DEFAULT_OBJECTIVE``, seed 0) on subsets of the rows:
+
+* LOFO: for each of the 13 families of ``cpu-rocketlake-te``, S' and R1 fitted without any log of the
+  family (either machine) score its logs zero-shot; in-sample (fitted on everything) beside it;
+* networks: the logs of ``cpu-znver3-net`` and ``cpu-znver4-net`` (in neither training set) scored by the
+  full S' and R1.
+
+A zero-shot score is the product's: log analytical + 0.5 x residual (``HybridCostModel``'s
+``pretrained_weight``). Per log: Spearman, top-1, top-5 (``replay.metrics``) and trials = the position in the
+model's order of the first record within 5% of the best (ties worst case; the static ranking, as the
+development gate's ``rank_5pct``). Run from the repository root:
+
+    python benchmarks/modes/residual_data_lofo_stop43.py OUT.json
+"""
+import json
+import os
+import sys
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.getcwd())
+from tvm_latmodel.hardware import HardwareSpec  # noqa: E402
+from tvm_latmodel.model.cost_model import HybridCostModel  # noqa: E402
+from tvm_latmodel.model.residual import DEFAULT_OBJECTIVE, ResidualModel  # noqa: E402
+from tvm_latmodel.replay import family_of, find_databases, load_database  # noqa: E402
+from tvm_latmodel.replay.metrics import rank_order, spearman, top_k_score  # noqa: E402
+from tvm_latmodel.sampling import make_context  # noqa: E402
+
+SET24 = {"T2D_10", "C3D_6", "DIL_8", "CBR_10", "GMM_13", "C1D_13", "DEP_20", "C2D_19", "GRP_12", "NRM_11"}
+FAMILIES = ["T2D", "C3D", "DIL", "CBR", "GMM", "C1D", "DEP", "C2D", "GRP", "NRM", "CAP", "SFM", "TBG"]
+ZEN4_SPEC = "benchmarks/remeasure/znver4_hardware.json"
+W = 0.5
+
+
+def featurise(folder: str, skip=frozenset()):
+    """{task name: (X, log analytical, log measured)} of every log in ``folder``."""
+    own = os.path.join(folder, "hardware.json")
+    spec = HardwareSpec.load(own if os.path.isfile(own) else ZEN4_SPEC)
+    out = {}
+    for db in find_databases(folder):
+        if db.name in skip:
+            continue
+        (task,) = load_database(db, name=db.name)
+        m = HybridCostModel(target=task.target, hardware=spec, pretrained=None, min_samples=10**9)
+        m.update(make_context(task.mod, task.target), task.candidates(), task.results())
+        out[db.name] = (np.asarray(m.X_, dtype=np.float32), np.asarray(m.log_analytical_),
+                        np.asarray(m.log_measured_))
+        print(f"[feat] {folder} {db.name}: {len(m.X_)} rows", file=sys.stderr, flush=True)
+    return out
+
+
+def fit(data: dict, names):
+    names = [n for n in names if n in data]
+    X = np.concatenate([data[n][0] for n in names])
+    la = np.concatenate([data[n][1] for n in names])
+    lm = np.concatenate([data[n][2] for n in names])
+    groups = np.concatenate([np.full(len(data[n][0]), i) for i, n in enumerate(names)])
+    return ResidualModel(objective=DEFAULT_OBJECTIVE, seed=0).fit(X, la, lm, groups)
+
+
+def score(model, rows) -> dict:
+    X, la, lm = rows
+    pred = la + W * model.predict(X)
+    lat = np.exp(lm)
+    scores = -pred
+    order = rank_order(scores, lat)
+    good = lat <= lat.min() * 1.05
+    trials = int(np.argmax(good[order])) + 1
+    return {"spearman": spearman(scores, lat), "top1": top_k_score(scores, lat, 1),
+            "top5": top_k_score(scores, lat, 5), "trials": trials}
+
+
+def mean(rows):
+    return {k: float(np.mean([r[k] for r in rows])) for k in ("spearman", "top1", "top5", "trials")}
+
+
+def main(out: str) -> None:
+    warnings.simplefilter("ignore")
+    zen4 = featurise("tuning_logs/remeasured-znver4")
+    intel = featurise("tuning_logs/cpu-rocketlake-te", skip=SET24)
+    nets = {**featurise("tuning_logs/cpu-znver3-net"), **featurise("tuning_logs/cpu-znver4-net")}
+    data = {**zen4, **intel, **nets}
+    recipes = {"S'": sorted(zen4), "R1": sorted(zen4) + sorted(intel)}
+    full = {r: fit(data, names) for r, names in recipes.items()}
+    report = {"lofo": {}, "networks": {}}
+    for fam in FAMILIES:
+        logs = sorted(n for n in list(zen4) + list(intel) if family_of(n) == fam)
+        row = {}
+        for r, names in recipes.items():
+            held = fit(data, [n for n in names if family_of(n) != fam])
+            row[r] = {"held_out": mean([score(held, data[n]) for n in logs]),
+                      "in_sample": mean([score(full[r], data[n]) for n in logs])}
+        report["lofo"][fam] = {"logs": logs, **row}
+        print(f"[lofo] {fam} ({len(logs)} logs): " + "; ".join(
+            f"{r} held-out {v['held_out']['top1']:.3f}/{v['held_out']['top5']:.3f}/{v['held_out']['trials']:.2f}"
+            for r, v in row.items()), file=sys.stderr, flush=True)
+    for r in recipes:
+        report["networks"][r] = {n: score(full[r], data[n]) for n in sorted(nets)}
+    summary = {}
+    for r in recipes:
+        summary[r] = {"lofo_held_out": mean([report["lofo"][f][r]["held_out"] for f in FAMILIES]),
+                      "lofo_in_sample": mean([report["lofo"][f][r]["in_sample"] for f in FAMILIES]),
+                      "networks": mean(list(report["networks"][r].values()))}
+    report["summary"] = summary
+    report["recipes"] = recipes
+    with open(out, "w") as f:
+        json.dump(report, f, indent=1)
+    for r, s in summary.items():
+        for k, v in s.items():
+            print(f"{r:3s} {k:15s} S {v['spearman']:.3f} top-1 {v['top1']:.3f} top-5 {v['top5']:.3f} "
+                  f"trials {v['trials']:.2f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
