@@ -15,7 +15,9 @@ A zero-shot score is the product's: log analytical + 0.5 x residual (``HybridCos
 model's order of the first record within 5% of the best (ties worst case; the static ranking, as the
 development gate's ``rank_5pct``). Run from the repository root:
 
-    python benchmarks/modes/residual_data_lofo_stop43.py OUT.json
+    FEATURE_CACHE=DIR python benchmarks/modes/residual_data_lofo_stop43.py OUT.json
+
+(A log that loads no task, e.g. one whose every run failed, is skipped and named.)
 """
 import json
 import os
@@ -36,6 +38,7 @@ SET24 = {"T2D_10", "C3D_6", "DIL_8", "CBR_10", "GMM_13", "C1D_13", "DEP_20", "C2
 FAMILIES = ["T2D", "C3D", "DIL", "CBR", "GMM", "C1D", "DEP", "C2D", "GRP", "NRM", "CAP", "SFM", "TBG"]
 ZEN4_SPEC = "benchmarks/remeasure/znver4_hardware.json"
 W = 0.5
+CACHE = os.environ.get("FEATURE_CACHE")  # a folder: each log's rows kept there, so a rerun resumes
 
 
 def featurise(folder: str, skip=frozenset()):
@@ -46,11 +49,22 @@ def featurise(folder: str, skip=frozenset()):
     for db in find_databases(folder):
         if db.name in skip:
             continue
-        (task,) = load_database(db, name=db.name)
+        cached = os.path.join(CACHE, f"{os.path.basename(folder)}__{db.name}.npz") if CACHE else None
+        if cached and os.path.exists(cached):
+            z = np.load(cached)
+            out[db.name] = (z["X"], z["la"], z["lm"])
+            continue
+        tasks = load_database(db, name=db.name)
+        if len(tasks) != 1:
+            print(f"[feat] {folder} {db.name}: skipped ({len(tasks)} tasks loaded)", file=sys.stderr, flush=True)
+            continue
+        (task,) = tasks
         m = HybridCostModel(target=task.target, hardware=spec, pretrained=None, min_samples=10**9)
         m.update(make_context(task.mod, task.target), task.candidates(), task.results())
         out[db.name] = (np.asarray(m.X_, dtype=np.float32), np.asarray(m.log_analytical_),
                         np.asarray(m.log_measured_))
+        if cached:
+            np.savez(cached, X=out[db.name][0], la=out[db.name][1], lm=out[db.name][2])
         print(f"[feat] {folder} {db.name}: {len(m.X_)} rows", file=sys.stderr, flush=True)
     return out
 
