@@ -23,9 +23,19 @@ stop 38 (``PROTOCOL_stop38.md`` part 3) it is that recipe run on the Intel
 guest with the terms in which an update's read and write hold a cache once
 (the same booster wherever it is fitted: stop 35's was reproduced byte for
 byte there before the change); from stop 27 to 34 it was the same recipe
-fitted on the Zen 4 (commit 028986d), on the terms of that time. The command:
+fitted on the Zen 4 (commit 028986d), on the terms of that time. Since stop
+43 (``benchmarks/modes/PROTOCOL_stop43.md`` parts 3 and 5) it also learns
+from the 46 logs recorded on the Intel guest up to set 23
+(``tuning_logs/cpu-rocketlake-te``, with their own ``hardware.json``; sets 24
+and 25 judged it and are not in it). The command (the Intel logs: every
+database of that folder but sets 24 and 25):
 
-    python scripts/train_shipped_model.py tuning_logs/remeasured-znver4/* --hold-out
+    python scripts/train_shipped_model.py tuning_logs/remeasured-znver4/* \\
+        $(ls -d tuning_logs/cpu-rocketlake-te/*/ | grep -Ev \\
+          '/(T2D_1[0-2]|C3D_[6-8]|DIL_([89]|10)|CBR_1[0-2]|GMM_1[3-5]|C1D_1[3-5]|DEP_2[0-2]|C2D_(19|2[01])|GRP_1[2-4]|NRM_1[1-3])/$') \\
+        --hold-out
+
+(before stop 43: ``tuning_logs/remeasured-znver4/* --hold-out`` alone.)
 
 (``--hold-out`` with no family keeps none out; it takes any number of
 families, and given before the logs it would take them too.) Its held-out
