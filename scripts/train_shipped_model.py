@@ -27,13 +27,12 @@ fitted on the Zen 4 (commit 028986d), on the terms of that time. Since stop
 43 (``benchmarks/modes/PROTOCOL_stop43.md`` parts 3 and 5) it also learns
 from the 46 logs recorded on the Intel guest up to set 23
 (``tuning_logs/cpu-rocketlake-te``, with their own ``hardware.json``; sets 24
-and 25 judged it and are not in it). The command (the Intel logs: every
-database of that folder but sets 24 and 25):
+and 25 judged it and are not in it). The command (the logs it is fitted on
+are listed in ``benchmarks/shipped_residual_logs.txt``, one path a line:
+the re-measured folder and the 46 Intel logs, so that sets recorded later
+in the same folder stay out of a rerun):
 
-    python scripts/train_shipped_model.py tuning_logs/remeasured-znver4/* \\
-        $(ls -d tuning_logs/cpu-rocketlake-te/*/ | grep -Ev \\
-          '/(T2D_1[0-2]|C3D_[6-8]|DIL_([89]|10)|CBR_1[0-2]|GMM_1[3-5]|C1D_1[3-5]|DEP_2[0-2]|C2D_(19|2[01])|GRP_1[2-4]|NRM_1[1-3])/$') \\
-        --hold-out
+    python scripts/train_shipped_model.py $(cat benchmarks/shipped_residual_logs.txt) --hold-out
 
 (before stop 43: ``tuning_logs/remeasured-znver4/* --hold-out`` alone.)
 

@@ -1,7 +1,7 @@
 """Stop 43 part 3 (PROTOCOL_stop43.md): does the shipped residual gain from the Intel guest's used logs?
 
 S' = the shipped recipe (``train_shipped_model.py tuning_logs/remeasured-znver4/* --hold-out``) on HEAD's
-code; R1 = the same with the used logs of ``tuning_logs/cpu-rocketlake-te`` (every log there but sets 24 and 25).
+code; R1 = the same with the used logs of ``tuning_logs/cpu-rocketlake-te`` (the 46 listed in ``benchmarks/shipped_residual_logs.txt``: every log there up to set 23).
 Every log is featurised once, each folder with its own ``hardware.json`` (as ``train_on_machines`` does),
 then residuals are fitted (``ResidualModel``, the shipped objective ``DEFAULT_OBJECTIVE``, seed 0) on subsets of the rows:
 
@@ -36,22 +36,23 @@ from tvm_latmodel.replay import family_of, find_databases, load_database  # noqa
 from tvm_latmodel.sampling import make_context  # noqa: E402
 
 # The judges' logs, never trained on: set 24 and set 25 (recorded after this check ran, 17:37-17:56).
-JUDGE_SETS = {"T2D_10", "C3D_6", "DIL_8", "CBR_10", "GMM_13", "C1D_13", "DEP_20", "C2D_19", "GRP_12", "NRM_11",
-              "T2D_11", "T2D_12", "C3D_7", "C3D_8", "DIL_9", "DIL_10", "CBR_11", "CBR_12", "GMM_14", "GMM_15",
-              "C1D_14", "C1D_15", "DEP_21", "DEP_22", "C2D_20", "C2D_21", "GRP_13", "GRP_14", "NRM_12", "NRM_13"}
+# The Intel logs R1 is fitted on (``benchmarks/shipped_residual_logs.txt``, the shipped recipe's list): every
+# log of ``cpu-rocketlake-te`` up to set 23, so that sets recorded there later stay out of a rerun.
+INTEL_LOGS = frozenset(os.path.basename(line.strip().rstrip("/")) for line in open("benchmarks/shipped_residual_logs.txt")
+                       if line.strip().startswith("tuning_logs/cpu-rocketlake-te/"))
 FAMILIES = ["T2D", "C3D", "DIL", "CBR", "GMM", "C1D", "DEP", "C2D", "GRP", "NRM", "CAP", "SFM", "TBG"]
 ZEN4_SPEC = "benchmarks/remeasure/znver4_hardware.json"
 W = 0.5
 CACHE = os.environ.get("FEATURE_CACHE")  # a folder: each log's rows kept there, so a rerun resumes
 
 
-def featurise(folder: str, skip=frozenset()):
-    """{task name: (X, log analytical, log measured)} of every log in ``folder``."""
+def featurise(folder: str, keep=None):
+    """{task name: (X, log analytical, log measured)} of every log in ``folder`` (or of those named in ``keep``)."""
     own = os.path.join(folder, "hardware.json")
     spec = HardwareSpec.load(own if os.path.isfile(own) else ZEN4_SPEC)
     out = {}
     for db in find_databases(folder):
-        if db.name in skip:
+        if keep is not None and db.name not in keep:
             continue
         cached = os.path.join(CACHE, f"{os.path.basename(folder)}__{db.name}.npz") if CACHE else None
         if cached and os.path.exists(cached):
@@ -96,7 +97,7 @@ def mean(rows):
 def main(out: str) -> None:
     warnings.simplefilter("ignore")
     zen4 = featurise("tuning_logs/remeasured-znver4")
-    intel = featurise("tuning_logs/cpu-rocketlake-te", skip=JUDGE_SETS)
+    intel = featurise("tuning_logs/cpu-rocketlake-te", keep=INTEL_LOGS)
     nets = {**featurise("tuning_logs/cpu-znver3-net"), **featurise("tuning_logs/cpu-znver4-net")}
     data = {**zen4, **intel, **nets}
     recipes = {"S'": sorted(zen4), "R1": sorted(zen4) + sorted(intel)}
