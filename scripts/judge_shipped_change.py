@@ -30,7 +30,12 @@ already done (resumable). Then the rule, on the set's means:
   (Spearman was named by the protocols from stop 35 on and checked by hand;
   the script checks it since stop 37.)
 
-It prints the table and the verdict and writes them to ``summary.md``.
+It prints the table and the verdict and writes them to ``summary.md``, with,
+for each delta, its 95% interval over the set's tasks (:func:`paired_interval`:
+the per-task deltas' mean +- t sd / sqrt(n); the 16-shot arm averages each
+task over the seeds first). The intervals inform; the verdict is the rule
+above (``benchmarks/modes/PROTOCOL_stop44.md`` part 2 proposes one that uses
+them and measures it on the past judges).
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ import shutil
 import subprocess
 import sys
 import time
+
+import numpy as np
+from scipy import stats
 
 KEYS = ("spearman", "top1_score", "top5_score", "trials_to_5pct")
 
@@ -61,6 +69,28 @@ def _replay(root: str, out: str, args: list[str]) -> None:
 def _means(path: str) -> tuple[list[float], int]:
     tasks = json.load(open(path))["tasks"]
     return [sum(t[k] for t in tasks) / len(tasks) for k in KEYS], len(tasks)
+
+
+def per_task(paths: list[str]) -> dict[str, np.ndarray]:
+    """{task: its KEYS} from replay JSONs, averaged over the files (seeds)."""
+    rows: dict[str, list] = {}
+    for path in paths:
+        for t in json.load(open(path))["tasks"]:
+            rows.setdefault(t["task"], []).append([t[k] for k in KEYS])
+    return {name: np.mean(v, axis=0) for name, v in rows.items()}
+
+
+def paired_interval(old: dict[str, np.ndarray], new: dict[str, np.ndarray], level: float = 0.95):
+    """Per KEY: (mean delta, low, high) over the tasks both sides scored,
+    new minus old, with a Student-t interval (``level``) over the tasks.
+    Raises ``ValueError`` when the sides share fewer than two tasks."""
+    names = sorted(set(old) & set(new))
+    if len(names) < 2:
+        raise ValueError(f"paired_interval: {len(names)} task(s) in common, need 2 or more")
+    d = np.array([new[n] - old[n] for n in names])
+    mean = d.mean(axis=0)
+    half = stats.t.ppf(0.5 + level / 2, len(names) - 1) * d.std(axis=0, ddof=1) / np.sqrt(len(names))
+    return [(float(m), float(m - h), float(m + h)) for m, h in zip(mean, half)]
 
 
 def _fmt(v) -> str:
@@ -123,7 +153,16 @@ def main() -> int:
               f"- product: zero-shot Spearman {zc[0] - za[0]:+.3f}, top-1 {zc[1] - za[1]:+.3f}, top-5 {zc[2] - za[2]:+.3f}, trials "
               f"{zc[3] - za[3]:+.2f}; {args.shots} shots top-1 {mc[1] - ma[1]:+.3f}, top-5 {mc[2] - ma[2]:+.3f}: "
               f"{'passes' if ok2 else 'fails'}",
-              f"- verdict: {'ADOPT' if ok1 and ok2 else 'REFUSE'}"]
+              f"- verdict: {'ADOPT' if ok1 and ok2 else 'REFUSE'}", "",
+              "Per-task deltas, new - old: mean [95% t-interval over the tasks] (informative; the verdict is the rule above).",
+              "", "| comparison | " + " | ".join(KEYS) + " |", "|---|" + "---|" * len(KEYS)]
+    arms = (("analytical, zero shots", [o("analytical_old_0")], [o("analytical_new_0")]),
+            ("product, zero shots", [o("A_old_0")], [o("C_new_0")]),
+            (f"product, {args.shots} shots", [o(f"A_old_{args.shots}_s{s}") for s in args.seeds],
+             [o(f"C_new_{args.shots}_s{s}") for s in args.seeds]))
+    for label, old_paths, new_paths in arms:
+        iv = paired_interval(per_task(old_paths), per_task(new_paths))
+        lines.append(f"| {label} | " + " | ".join(f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]" for m, lo, hi in iv) + " |")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(args.out, "summary.md"), "w") as f:
         f.write(text)
