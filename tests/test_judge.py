@@ -1,0 +1,38 @@
+"""The judge's per-task intervals (scripts/judge_shipped_change.py), by hand."""
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+
+def _judge():
+    spec = importlib.util.spec_from_file_location("judge_shipped_change_t",
+                                                  os.path.join(ROOT, "scripts", "judge_shipped_change.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_paired_interval_by_hand():
+    j = _judge()
+    # Three tasks in common (c only on the new side: not paired). Spearman deltas 0.1, 0.2, 0.3:
+    # mean 0.2, sd 0.1, t(0.975, 2) = 4.302653, half = 4.302653 * 0.1 / sqrt(3) = 0.248414.
+    old = {"a": np.array([0.5, 0.0, 1.0, 4.0]), "b": np.array([0.4, 1.0, 1.0, 2.0]), "d": np.array([0.1, 0.5, 0.5, 9.0])}
+    new = {"a": np.array([0.6, 0.0, 1.0, 3.0]), "b": np.array([0.6, 1.0, 1.0, 2.0]), "d": np.array([0.4, 0.5, 0.5, 7.0]),
+           "c": np.array([9.0, 9.0, 9.0, 9.0])}
+    (sm, slo, shi), (tm, tlo, thi), _, (rm, rlo, rhi) = j.paired_interval(old, new)
+    assert sm == pytest.approx(0.2)
+    assert (slo, shi) == pytest.approx((0.2 - 0.248414, 0.2 + 0.248414), abs=1e-6)
+    assert (tm, tlo, thi) == (0.0, 0.0, 0.0)  # no task moved: a point
+    # trials deltas -1, 0, -2: mean -1, sd 1, half = 4.302653 / sqrt(3) = 2.484138
+    assert (rm, rlo, rhi) == pytest.approx((-1.0, -3.484138, 1.484138), abs=1e-6)
+
+
+def test_paired_interval_needs_two_tasks():
+    j = _judge()
+    with pytest.raises(ValueError, match="1 task"):
+        j.paired_interval({"a": np.zeros(4), "b": np.zeros(4)}, {"a": np.ones(4)})
