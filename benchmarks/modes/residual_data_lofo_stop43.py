@@ -94,17 +94,13 @@ def mean(rows):
     return {k: float(np.mean([r[k] for r in rows])) for k in ("spearman", "top1", "top5", "trials")}
 
 
-def main(out: str) -> None:
-    warnings.simplefilter("ignore")
-    zen4 = featurise("tuning_logs/remeasured-znver4")
-    intel = featurise("tuning_logs/cpu-rocketlake-te", keep=INTEL_LOGS)
-    nets = {**featurise("tuning_logs/cpu-znver3-net"), **featurise("tuning_logs/cpu-znver4-net")}
-    data = {**zen4, **intel, **nets}
-    recipes = {"S'": sorted(zen4), "R1": sorted(zen4) + sorted(intel)}
+def compare(recipes: dict, data: dict, lofo_names, nets, out: str) -> dict:
+    """LOFO over FAMILIES (the logs ``lofo_names`` of each family held out of every recipe) and the network
+    logs ``nets`` scored by each recipe fitted on all its logs; written to ``out`` and printed."""
     full = {r: fit(data, names) for r, names in recipes.items()}
     report = {"lofo": {}, "networks": {}}
     for fam in FAMILIES:
-        logs = sorted(n for n in list(zen4) + list(intel) if family_of(n) == fam)
+        logs = sorted(n for n in lofo_names if family_of(n) == fam)
         row = {}
         for r, names in recipes.items():
             held = fit(data, [n for n in names if family_of(n) != fam])
@@ -129,6 +125,17 @@ def main(out: str) -> None:
         for k, v in s.items():
             print(f"{r:3s} {k:15s} S {v['spearman']:.3f} top-1 {v['top1']:.3f} top-5 {v['top5']:.3f} "
                   f"trials {v['trials']:.2f}")
+    return report
+
+
+def main(out: str) -> None:
+    warnings.simplefilter("ignore")
+    zen4 = featurise("tuning_logs/remeasured-znver4")
+    intel = featurise("tuning_logs/cpu-rocketlake-te", keep=INTEL_LOGS)
+    nets = {**featurise("tuning_logs/cpu-znver3-net"), **featurise("tuning_logs/cpu-znver4-net")}
+    data = {**zen4, **intel, **nets}
+    recipes = {"S'": sorted(zen4), "R1": sorted(zen4) + sorted(intel)}
+    compare(recipes, data, list(zen4) + list(intel), nets, out)
 
 
 if __name__ == "__main__":
