@@ -35,7 +35,7 @@ for each delta, its 95% interval over the set's tasks (:func:`paired_interval`:
 the per-task deltas' mean +- t sd / sqrt(n); the 16-shot arm averages each
 task over the seeds first). The intervals inform; the verdict is the rule
 above (``benchmarks/modes/PROTOCOL_stop44.md`` part 2 proposes one that uses
-them and measures it on the past judges).
+them and measures it on the past judges; its verdict is printed too, :func:`rule_t`).
 """
 
 from __future__ import annotations
@@ -91,6 +91,25 @@ def paired_interval(old: dict[str, np.ndarray], new: dict[str, np.ndarray], leve
     mean = d.mean(axis=0)
     half = stats.t.ppf(0.5 + level / 2, len(names) - 1) * d.std(axis=0, ddof=1) / np.sqrt(len(names))
     return [(float(m), float(m - h), float(m + h)) for m, h in zip(mean, half)]
+
+
+def rule_t(analytical, zero_shot, shots) -> tuple[str, str]:
+    """Rule R_t (``benchmarks/modes/PROTOCOL_stop44.md`` part 2) on three arms' :func:`paired_interval` results:
+    gain = the product's or the analytical zero-shot Spearman interval above 0 (the other's mean delta >= -0.01);
+    harm = an interval of analytical or zero-shot top-1, top-5, trials, or of the shots arm's top-1, top-5,
+    entirely on the worse side of 0. Returns (``ADOPT`` or ``REFUSE``, why)."""
+    s = KEYS.index("spearman")
+    z, a = zero_shot[s], analytical[s]
+    gain = (z[1] > 0 and a[0] >= -0.01) or (a[1] > 0 and z[0] >= -0.01)
+    harms = []
+    for arm, label, keys in ((analytical, "analytical", KEYS[1:]), (zero_shot, "zero-shot", KEYS[1:]),
+                             (shots, "shots", KEYS[1:3])):
+        for k in keys:
+            _, lo, hi = arm[KEYS.index(k)]
+            if (lo > 0) if k == "trials_to_5pct" else (hi < 0):
+                harms.append(f"{label} {k}")
+    why = ("gain" if gain else "no gain") + ("; harm: " + ", ".join(harms) if harms else "")
+    return ("ADOPT" if gain and not harms else "REFUSE"), why
 
 
 def _fmt(v) -> str:
@@ -160,9 +179,14 @@ def main() -> int:
             ("product, zero shots", [o("A_old_0")], [o("C_new_0")]),
             (f"product, {args.shots} shots", [o(f"A_old_{args.shots}_s{s}") for s in args.seeds],
              [o(f"C_new_{args.shots}_s{s}") for s in args.seeds]))
+    intervals = []
     for label, old_paths, new_paths in arms:
         iv = paired_interval(per_task(old_paths), per_task(new_paths))
+        intervals.append(iv)
         lines.append(f"| {label} | " + " | ".join(f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]" for m, lo, hi in iv) + " |")
+    verdict_t, why = rule_t(*intervals)
+    lines += ["", f"- rule R_t (PROTOCOL_stop44 part 2: a Spearman gain clear of the task spread, no head metric "
+              f"clearly worse): {verdict_t} ({why})"]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(args.out, "summary.md"), "w") as f:
         f.write(text)

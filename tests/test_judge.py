@@ -36,3 +36,22 @@ def test_paired_interval_needs_two_tasks():
     j = _judge()
     with pytest.raises(ValueError, match="1 task"):
         j.paired_interval({"a": np.zeros(4), "b": np.zeros(4)}, {"a": np.ones(4)})
+
+
+def test_rule_t_by_hand():
+    j = _judge()
+    zero = (0.0, 0.0, 0.0)
+    flat = [zero] * 4
+    # A Spearman gain clear of zero, head metrics inside their spread: adopt.
+    gain = [(0.04, 0.01, 0.07), (0.03, -0.05, 0.11), zero, (-0.5, -1.5, 0.5)]
+    assert j.rule_t(flat, gain, flat) == ("ADOPT", "gain")
+    # The same gain, but the shots arm's top-1 clearly worse: refuse.
+    worse = [zero, (-0.05, -0.09, -0.01), zero, zero]
+    assert j.rule_t(flat, gain, worse) == ("REFUSE", "gain; harm: shots top1_score")
+    # Zero-shot trials clearly up (worse) is harm too; a Spearman interval touching 0 is no gain.
+    spans = [(0.02, -0.001, 0.04), zero, zero, (1.0, 0.2, 1.8)]
+    assert j.rule_t(flat, spans, flat) == ("REFUSE", "no gain; harm: zero-shot trials_to_5pct")
+    # An analytical gain counts only if the product's Spearman does not fall by more than 0.01.
+    a_gain = [(0.03, 0.01, 0.05), zero, zero, zero]
+    assert j.rule_t(a_gain, [(-0.02, -0.03, -0.01), zero, zero, zero], flat)[0] == "REFUSE"
+    assert j.rule_t(a_gain, [(-0.005, -0.02, 0.01), zero, zero, zero], flat) == ("ADOPT", "gain")

@@ -15,10 +15,9 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from judge_shipped_change import KEYS, paired_interval, per_task  # noqa: E402
+from judge_shipped_change import KEYS, paired_interval, per_task, rule_t  # noqa: E402
 
 HEAD_OF_NULLS = {"22": "judge_set22_stop42", "23": "judge_set23_stop43"}
-HEAD = ("top1_score", "top5_score", "trials_to_5pct")
 
 
 def arms(old_dir, new_dir, name):
@@ -33,18 +32,8 @@ def arms(old_dir, new_dir, name):
             "_n": len(set(per_task([f(old_dir, "A_old_0")])) & set(per_task([f(new_dir, "C_new_0")])))}
 
 
-def rule_t(a):
-    s = KEYS.index("spearman")
-    z, an = a["zero-shot"][s], a["analytical"][s]
-    gain = (z[1] > 0 and an[0] >= -0.01) or (an[1] > 0 and z[0] >= -0.01)
-    harms = []
-    for arm, keys in (("analytical", HEAD), ("zero-shot", HEAD), ("16 shots", HEAD[:2])):
-        for k in keys:
-            m, lo, hi = a[arm][KEYS.index(k)]
-            if (k == "trials_to_5pct" and lo > 0) or (k != "trials_to_5pct" and hi < 0):
-                harms.append(f"{arm} {k.split('_')[0]}")
-    why = ("gain" if gain else "no gain") + ("; harm: " + ", ".join(harms) if harms else "")
-    return ("ADOPT" if gain and not harms else "REFUSE"), why
+def rule_t_of(a):
+    return rule_t(a["analytical"], a["zero-shot"], a["16 shots"])
 
 
 def old_verdict(d):
@@ -74,7 +63,7 @@ def main():
     print("|---|" + "---|" * 13)
     tally = {}
     for d, kind, a, old in rows:
-        new, why = rule_t(a)
+        new, why = rule_t_of(a)
         tally.setdefault(kind, []).append((old, new))
         print(f"| {d} | {kind} | {a['_n']} | {old} | {new} | {why} | {cell(a['analytical'][s])} | {cell(a['zero-shot'][s])} | "
               f"{cell(a['zero-shot'][t1])} | {cell(a['zero-shot'][t5])} | {cell(a['zero-shot'][tr])} | "
