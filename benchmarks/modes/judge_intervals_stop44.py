@@ -25,11 +25,12 @@ def arms(old_dir, new_dir, name):
     f = lambda d, tag: os.path.join(ROOT, "benchmarks", d, f"set{name}_{tag}.json")  # noqa: E731
     seeds = lambda d, tag: sorted(glob.glob(f(d, f"{tag}_16_s*")))  # noqa: E731
     old_m, new_m = seeds(old_dir, "A_old"), seeds(new_dir, "C_new")
+    old_0, new_0 = per_task([f(old_dir, "A_old_0")]), per_task([f(new_dir, "C_new_0")])
     return {"analytical": paired_interval(per_task([f(old_dir, "analytical_old_0")]), per_task([f(new_dir, "analytical_new_0")])),
-            "zero-shot": paired_interval(per_task([f(old_dir, "A_old_0")]), per_task([f(new_dir, "C_new_0")])),
+            "zero-shot": paired_interval(old_0, new_0),
             "16 shots": paired_interval(per_task(old_m), per_task(new_m)),
             "_seeds": (len(old_m), len(new_m)),
-            "_n": len(set(per_task([f(old_dir, "A_old_0")])) & set(per_task([f(new_dir, "C_new_0")])))}
+            "_n": len(set(old_0) & set(new_0))}
 
 
 def rule_t_of(a):

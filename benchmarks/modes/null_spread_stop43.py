@@ -12,13 +12,14 @@ ones averaged over seeds 0-4.
 """
 import argparse
 import glob
-import json
 import os
+import sys
 
 import numpy as np
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-KEYS = ("spearman", "top1_score", "top5_score", "trials_to_5pct")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import judge_shipped_change as judge  # noqa: E402
 HEAD = {"22": "judge_set22_stop42", "23": "judge_set23_stop43"}
 CANDIDATES = {"V11": ("22", "judge_set22_stop42"), "V15": ("23", "judge_set23_stop43"),
               "R1": ("24", "judge_set24_stop43")}
@@ -27,8 +28,8 @@ COLUMNS = ["analytical S", "analytical top-1", "analytical top-5", "analytical t
 
 
 def _means(path):
-    tasks = json.load(open(path))["tasks"]
-    return np.array([np.mean([t[k] for t in tasks]) for k in KEYS])
+    """The judge's means over the set's tasks (``judge_shipped_change._means``), as an array."""
+    return np.array(judge._means(path)[0])
 
 
 def deltas(old_dir, new_dir, name):

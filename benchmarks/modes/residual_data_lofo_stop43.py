@@ -35,7 +35,6 @@ from tvm_latmodel.model.residual import DEFAULT_OBJECTIVE  # noqa: E402
 from tvm_latmodel.replay import family_of, find_databases, load_database  # noqa: E402
 from tvm_latmodel.sampling import make_context  # noqa: E402
 
-# The judges' logs, never trained on: set 24 and set 25 (recorded after this check ran, 17:37-17:56).
 # The Intel logs R1 is fitted on (``benchmarks/shipped_residual_logs.txt``, the shipped recipe's list): every
 # log of ``cpu-rocketlake-te`` up to set 23, so that sets recorded there later stay out of a rerun.
 INTEL_LOGS = frozenset(os.path.basename(line.strip().rstrip("/")) for line in open("benchmarks/shipped_residual_logs.txt")
