@@ -112,6 +112,22 @@ def rule_t(analytical, zero_shot, shots) -> tuple[str, str]:
     return ("ADOPT" if gain and not harms else "REFUSE"), why
 
 
+def rule_h(analytical, zero_shot, shots) -> tuple[str, str]:
+    """Rule R_h (``benchmarks/modes/PROTOCOL_stop45.md`` part 3): :func:`rule_t` with a second way to show a
+    gain, for a change aimed at the head: the product's or the analytical zero-shot top-1 interval above 0, or
+    its trials-to-5% interval below 0, with both zero-shot Spearman mean deltas >= -0.01. Harm as in R_t.
+    Returns (``ADOPT`` or ``REFUSE``, why)."""
+    verdict, why = rule_t(analytical, zero_shot, shots)
+    if verdict == "ADOPT" or "; harm:" in why:
+        return verdict, why
+    s, t1, tr = KEYS.index("spearman"), KEYS.index("top1_score"), KEYS.index("trials_to_5pct")
+    if min(analytical[s][0], zero_shot[s][0]) < -0.01:
+        return verdict, why
+    heads = [f"{label} {k}" for arm, label in ((analytical, "analytical"), (zero_shot, "zero-shot"))
+             for k, clear in (("top1_score", arm[t1][1] > 0), ("trials_to_5pct", arm[tr][2] < 0)) if clear]
+    return ("ADOPT", "head gain: " + ", ".join(heads)) if heads else (verdict, why)
+
+
 def _fmt(v) -> str:
     return " / ".join(f"{x:.3f}" for x in v)
 
@@ -185,8 +201,11 @@ def main() -> int:
         intervals.append(iv)
         lines.append(f"| {label} | " + " | ".join(f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]" for m, lo, hi in iv) + " |")
     verdict_t, why = rule_t(*intervals)
+    verdict_h, why_h = rule_h(*intervals)
     lines += ["", f"- rule R_t (PROTOCOL_stop44 part 2: a Spearman gain clear of the task spread, no head metric "
-              f"clearly worse): {verdict_t} ({why})"]
+              f"clearly worse): {verdict_t} ({why})",
+              f"- rule R_h (PROTOCOL_stop45 part 3: R_t, or a zero-shot top-1 / trials gain clear of the task "
+              f"spread): {verdict_h} ({why_h})"]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(args.out, "summary.md"), "w") as f:
         f.write(text)

@@ -55,3 +55,23 @@ def test_rule_t_by_hand():
     a_gain = [(0.03, 0.01, 0.05), zero, zero, zero]
     assert j.rule_t(a_gain, [(-0.02, -0.03, -0.01), zero, zero, zero], flat)[0] == "REFUSE"
     assert j.rule_t(a_gain, [(-0.005, -0.02, 0.01), zero, zero, zero], flat) == ("ADOPT", "gain")
+
+
+def test_rule_h_by_hand():
+    j = _judge()
+    zero = (0.0, 0.0, 0.0)
+    flat = [zero] * 4
+    # No Spearman gain, but the product's zero-shot trials clearly down: R_t refuses, R_h adopts.
+    fewer = [(-0.004, -0.012, 0.004), zero, zero, (-2.0, -3.5, -0.5)]
+    assert j.rule_t(flat, fewer, flat) == ("REFUSE", "no gain")
+    assert j.rule_h(flat, fewer, flat) == ("ADOPT", "head gain: zero-shot trials_to_5pct")
+    # The analytical top-1 clearly up counts too.
+    up = [zero, (0.1, 0.02, 0.18), zero, zero]
+    assert j.rule_h(up, flat, flat) == ("ADOPT", "head gain: analytical top1_score")
+    # A head gain does not outweigh harm, nor a zero-shot Spearman mean falling by more than 0.01.
+    worse = [zero, (-0.05, -0.09, -0.01), zero, zero]
+    assert j.rule_h(flat, fewer, worse) == ("REFUSE", "no gain; harm: shots top1_score")
+    sliding = [(-0.02, -0.04, 0.0), zero, zero, (-2.0, -3.5, -0.5)]
+    assert j.rule_h(flat, sliding, flat) == ("REFUSE", "no gain")
+    # Intervals touching 0 are no gain.
+    assert j.rule_h(flat, [zero, (0.1, -0.01, 0.2), zero, (-1.0, -2.0, 0.0)], flat) == ("REFUSE", "no gain")
