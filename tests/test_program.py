@@ -7,7 +7,7 @@ import tvm
 from tvm import te
 
 from tvm_latmodel.hardware import HardwareSpec
-from tvm_latmodel.model.modes import _cpu_efficiency, estimate
+from tvm_latmodel.model.modes import _cpu_efficiency, _slp_extent, estimate
 from tvm_latmodel.model.program import SummaryError, parameter_bytes, summarize
 from tvm_latmodel.sampling import sample_schedules
 from tvm_latmodel.targets import cuda_target
@@ -726,8 +726,10 @@ def test_unrolled_output_channels_share_one_gathered_vector():
 
 def test_llvm_unrolls_a_small_loop_around_a_vector_loop():
     """TVM's innermost vector loop is one group of vector instructions once
-    compiled: LLVM fully unrolls a 4-trip loop around it (body 2 ops + 3
-    accesses + 1 = 6 instructions, 24 <= 300), not a 64-trip one (384)."""
+    compiled: LLVM fully unrolls a 4-trip loop around it, not a 64-trip one.
+    Per iteration: one multiply-add, three moving accesses (A, B, C), their
+    three address computations and the loop's increment, compare and branch:
+    10; unrolled size (10 - 2) * 4 + 2 = 34 < 300, (10 - 2) * 64 + 2 = 514."""
     def loops(rows):
         a = te.placeholder((rows, 16), name="A")
         b = te.placeholder((rows, 16), name="B")
@@ -807,3 +809,193 @@ def test_only_a_stack_allocation_is_hoisted():
     big = _row_vector_sum(256)
     assert big["M"].work_points == 4 * 32 * 256 * 4
     assert big["S"].work_points == 4 * 32 * 256
+
+
+def _taps_around_copies(trips: int, copies: int):
+    """``O[y, x] += P[y + r, x] * W[r]``, loops ``x`` (16), ``r`` (``trips``,
+    rolled), ``y`` (``copies``, unrolled by TVM), the init decomposed: the
+    shape of a conv's filter-tap loop around a register tile."""
+    p = te.placeholder((copies + trips, 16), name="P")
+    w = te.placeholder((trips,), name="W")
+    r = te.reduce_axis((0, trips), name="r")
+    o = te.compute((copies, 16), lambda y, x: te.sum(p[y + r, x] * w[r], axis=r), name="O")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([p, w, o])}))
+    blk = sch.get_sblock("O")
+    y, x, rr = sch.get_loops(blk)
+    sch.reorder(x, rr, y)
+    sch.decompose_reduction(blk, x)
+    sch.unroll(y)
+    return {b.name: b for b in summarize(sch.mod, "cpu").blocks}["O_update"]
+
+
+def test_llvm_full_unroll_budget_of_a_tap_loop():
+    """LLVM's LoopUnrollPass on the tap loop ``r``, per iteration: ``c``
+    multiply-adds, ``c`` distinct loads of P and one of W (O stays in
+    registers: LICM), i.e. ``2c + 1`` unrolled, plus 2 address computations
+    and 3 for the loop rolled. Full unroll when ``(rolled - 2) * trips + 2 <
+    300``, or, for at most 10 trips, ``unrolled * trips < 300 * rolled /
+    unrolled``. Each verdict below is what LLVM did with this kernel on the
+    Intel guest (no ``for_body_r`` loop left in the IR;
+    benchmarks/modes/unroll_budget_check_stop40.md):
+    3 x 42: rolled 90, (88 * 3 + 2) = 266 < 300: unrolled, so ``x`` is the
+    innermost loop and LLVM vectorizes it (16 wide);
+    4 x 42: 354 and 85 * 4 = 340 >= 300 * 90 / 85 = 317.6: rolled;
+    10 x 15: 342, but 31 * 10 = 310 < 300 * 36 / 31 = 348.4: unrolled;
+    12 x 11: 26 * 12 + 2 = 314, 12 trips are not simulated: rolled;
+    12 x 8: 20 * 12 + 2 = 242: unrolled."""
+    for trips, copies, unrolled in ((3, 42, True), (4, 42, False), (10, 15, True), (12, 11, False), (12, 8, True)):
+        b = _taps_around_copies(trips, copies)
+        assert b.loops[1].extent == trips
+        assert (b.loops[1].unrolled_by == "llvm") is unrolled, (trips, copies)
+        assert b.auto_vector_extent == (16 if unrolled else 0), (trips, copies)
+
+
+def test_a_reduction_with_its_init_inside_keeps_its_loop():
+    """The init of an undecomposed reduction (``if k == 0: C = 0``) stays in
+    the loop: C is loaded and stored every iteration behind a branch. A
+    64 x 64 x 64 matmul's ``k`` loop: 1 multiply-add, 4 moving accesses (A,
+    B, C read, C write), 3 for the init, 4 address computations and 3 for the
+    loop: 15, (15 - 2) * 64 + 2 = 834 > 300: rolled (LLVM's IR keeps it,
+    unrolled by 10 only; benchmarks/modes/unroll_budget_check_stop40.md)."""
+    b = summarize(_matmul(), "cpu").blocks[0]
+    assert [lp.unrolled_by for lp in b.loops] == ["", "", ""]
+
+
+def _matmul_column_loop(tvm_unrolls_i: bool):
+    """C[i, j] += A[i, k] * B[k, j] (128 x 256 x 1024): the 128-wide column
+    loop ``j`` rolled around ``k_1`` (8) and ``i_3`` (16), ``i_3`` unrolled by
+    TVM or left to LLVM (XFM_4's record 59 on the Zen 4 is the second)."""
+    a = te.placeholder((128, 1024), name="A")
+    b = te.placeholder((1024, 256), name="B")
+    k = te.reduce_axis((0, 1024), name="k")
+    c = te.compute((128, 256), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a, b, c])}))
+    blk = sch.get_sblock("C")
+    i, j, kk = sch.get_loops(blk)
+    i0, i2, i3 = sch.split(i, [None, 2, 16])
+    j0, j2 = sch.split(j, [None, 128])
+    k0, k1 = sch.split(kk, [None, 8])
+    sch.reorder(i0, j0, k0, i2, j2, k1, i3)
+    sch.parallel(sch.fuse(i0, j0))
+    sch.decompose_reduction(blk, k0)
+    if tvm_unrolls_i:
+        sch.unroll(i3)
+    return {x.name: x for x in summarize(sch.mod, "cpu").blocks}["C_update"]
+
+
+def test_llvm_unrolls_only_the_innermost_loop_before_it_vectorizes():
+    """``k_1`` (8 trips) around 16 copies of ``i_3``: per iteration 16
+    multiply-adds, 16 distinct A loads and one B load (C stays in registers),
+    33 unrolled, 38 rolled: (38 - 2) * 8 + 2 = 290 < 300, unrolled. When TVM
+    unrolled ``i_3``, ``k_1`` is the innermost loop TVM emitted: LLVM unrolls
+    it before vectorizing, ``j`` (C and B contiguous, A invariant) becomes the
+    innermost loop and is vectorized, 128 wide. When LLVM unrolls ``i_3``
+    itself (10 rolled: (10 - 2) * 16 + 2 = 130 < 300), ``k_1`` is still a
+    loop when the vectorizers run (a float reduction: not vectorized) and is
+    unrolled after them: every loop inside ``j`` ends unrolled, no vector
+    code. LLVM on the Zen 4: 2048 packed multiply-add lanes, then 0 packed
+    and 256 scalar (benchmarks/modes/unroll_before_vectorizers_check_stop41.md)."""
+    by_tvm = _matmul_column_loop(True)
+    assert [lp.unrolled_by for lp in by_tvm.loops] == ["", "", "", "", "llvm", "tvm"]
+    assert by_tvm.auto_vector_extent == 128
+    by_llvm = _matmul_column_loop(False)
+    assert [lp.unrolled_by for lp in by_llvm.loops] == ["", "", "", "", "llvm", "llvm"]
+    assert by_llvm.auto_vector_extent == 0
+
+
+def _depthwise_channel_copies(taps: int, rows: int, parallel: bool = False, staged: bool = False):
+    """``O[h, w, c] += P[h + rh, w + rw, c] * F[rh, rw, c]`` (NHWC): the 8
+    channel copies ``c_1`` unrolled by TVM, with the taps ``rw`` and the rows
+    ``h_1``, inside the rolled 8-wide spatial loop ``w_1``, along which P and
+    O move by 32 elements (gathered where they are vectorized)."""
+    p = te.placeholder((8 + taps - 1, 16 + taps - 1, 32), name="P")
+    f = te.placeholder((taps, taps, 32), name="F")
+    rh = te.reduce_axis((0, taps), name="rh")
+    rw = te.reduce_axis((0, taps), name="rw")
+    o = te.compute((8, 16, 32), lambda h, w, c: te.sum(p[h + rh, w + rw, c] * f[rh, rw, c], axis=[rh, rw]),
+                   name="O")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([p, f, o])}))
+    blk = sch.get_sblock("O")
+    cache = sch.cache_write(blk, 0, "global") if staged else None
+    h, w, c, rrh, rrw = sch.get_loops(blk)
+    h0, h1 = sch.split(h, [None, rows])
+    w0, w1 = sch.split(w, [None, 8])
+    c0, c1 = sch.split(c, [None, 8])
+    sch.reorder(h0, w0, c0, rrh, w1, c1, rrw, h1)
+    if cache is not None:
+        sch.reverse_compute_at(cache, c0)
+    if parallel:
+        sch.parallel(h0)
+    sch.decompose_reduction(blk, rrh)
+    for lp in (c1, rrw, h1):
+        sch.unroll(lp)
+    return {b.name: b for b in summarize(sch.mod, "cpu").blocks}["O_update"]
+
+
+def test_slp_packs_channel_copies_unless_the_rolled_loop_is_gathered():
+    """The 8 contiguous channel copies outside the reduction ``rw`` are
+    packed by LLVM's SLP vectorizer (``slp_extent`` 8) unless its loop
+    vectorizer takes the rolled loop ``w_1`` with gathers first. Pointers
+    in ``w_1``'s body: P's copies 8 x taps x rows (none share an element)
+    and O's 8 x rows (load and store share one): 3 taps x 2 rows: 48 + 16 =
+    64 <= 250, gathered; 15 x 2: 240 + 16 = 256 > 250, LLVM's alias sets
+    saturate and SLP packs the copies (both verdicts LLVM's, the IR on the
+    Intel guest: benchmarks/modes/gathers_or_slp_check_stop42.md). Inside a
+    parallel loop P, reached through TVM's closure, keeps ``w_1`` from
+    being vectorized, whether O is too or is staged in a buffer allocated
+    inside it. The gathered verdict counts only where gathers are legal
+    (AVX-512)."""
+    small, large = _depthwise_channel_copies(3, 2), _depthwise_channel_copies(15, 2)
+    assert (small.slp_extent, small.gathered_loop) == (8, True)
+    assert (large.slp_extent, large.gathered_loop) == (8, False)
+    assert not _depthwise_channel_copies(3, 2, parallel=True).gathered_loop
+    assert not _depthwise_channel_copies(3, 2, parallel=True, staged=True).gathered_loop
+    avx512 = HardwareSpec.from_target(tvm.target.Target({"kind": "llvm", "mcpu": "rocketlake", "num-cores": 2}))
+    avx2 = HardwareSpec.from_target(tvm.target.Target({"kind": "llvm", "mcpu": "znver3", "num-cores": 2}))
+    assert _slp_extent(small, avx512) == 0 and _slp_extent(small, avx2) == 8
+    assert _slp_extent(large, avx512) == 8
+    # the packing is what the block is scored with: 8 lanes against scalar
+    assert _cpu_efficiency(large, 16, avx512) > 4 * _cpu_efficiency(small, 16, avx512)
+
+
+def _conv1d_channel_copies(guard: bool):
+    """conv1d ``O[l, co] += X[l + rl - 2, rc] * W[rl, rc, co]`` (24 x 32, 5
+    taps): ``co_1`` (16) outside the unrolled taps and rows ``l_1`` (6),
+    inside the rolled ``rc``; the input pre-padded, or read under the
+    padding's ``if_then_else``."""
+    L, CI, CO, K = 24, 32, 32, 5
+    w = te.placeholder((K, CI, CO), name="W")
+    rl = te.reduce_axis((0, K), name="rl")
+    rc = te.reduce_axis((0, CI), name="rc")
+    if guard:
+        x = te.placeholder((L, CI), name="X")
+
+        def val(l):
+            return tvm.tirx.if_then_else(tvm.tirx.all(l + rl >= 2, l + rl < L + 2),
+                                         x[tvm.tirx.max(l + rl - 2, 0), rc], 0.0)
+    else:
+        x = te.placeholder((L + K - 1, CI), name="XP")
+
+        def val(l):
+            return x[l + rl, rc]
+    o = te.compute((L, CO), lambda l, co: te.sum(val(l) * w[rl, rc, co], axis=[rl, rc]), name="O")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([x, w, o])}))
+    blk = sch.get_sblock("O")
+    l, co, rrl, rrc = sch.get_loops(blk)
+    l0, l1 = sch.split(l, [None, 6])
+    co0, co1 = sch.split(co, [None, 16])
+    sch.reorder(l0, co0, rrc, co1, rrl, l1)
+    sch.decompose_reduction(blk, rrc)
+    for lp in (co1, rrl, l1):
+        sch.unroll(lp)
+    return {b.name: b for b in summarize(sch.mod, "cpu").blocks}["O_update"]
+
+
+def test_slp_does_not_pack_copies_whose_read_is_guarded():
+    """The 16 contiguous output-channel copies: packed by SLP when the input
+    is pre-padded (960 packed FMA lanes), left scalar when its read sits
+    under the padding's ``if_then_else`` (527 scalar FMAs; both LLVM's, on
+    the Intel guest and the Zen 3 target:
+    ``python benchmarks/modes/guarded_slp_check_stop42.py``)."""
+    assert _conv1d_channel_copies(False).slp_extent == 16
+    assert _conv1d_channel_copies(True).slp_extent == 0

@@ -501,6 +501,17 @@ def _unit_level(block: BlockSummary, gpu: bool) -> int:
     return level
 
 
+def _slp_extent(b: BlockSummary, hw: HardwareSpec) -> int:
+    """The SLP packing outside the reductions a block gets on ``hw``: none
+    where LLVM's loop vectorizer takes the rolled loop around the copies
+    with gathers, which it does where gathers are legal (X86's
+    ``supportsGather``: AVX-512; AVX2 CPUs with LLVM's fast-gather tuning,
+    Intel client cores from Skylake, are not told apart here)."""
+    if b.gathered_loop and hw.vector_bits >= 512:
+        return 0
+    return b.slp_extent
+
+
 def _cpu_efficiency(b: BlockSummary, lanes: int, hw: HardwareSpec) -> float:
     """Fraction of a core's peak one CPU block reaches: lanes x chains x
     register tile x instruction mix."""
@@ -514,8 +525,9 @@ def _cpu_efficiency(b: BlockSummary, lanes: int, hw: HardwareSpec) -> float:
                                 b.gathered_per_point or b.vector_gathers)
     elif b.vector_extent > 1:
         vec, eff = b.vector_extent, lane_efficiency(b.vector_extent, lanes)
-    elif b.auto_vector_extent > 1:
-        vec, eff = b.auto_vector_extent, auto_vector_efficiency(b.auto_vector_extent, lanes)
+    elif max(b.auto_vector_extent, _slp_extent(b, hw)) > 1:
+        vec = max(b.auto_vector_extent, _slp_extent(b, hw))
+        eff = auto_vector_efficiency(vec, lanes)
     else:
         vec, eff = 1, 1.0 / lanes
     in_memory = memory_accumulator_efficiency(hw.vector_stores_per_cycle, hw.fma_pipes)

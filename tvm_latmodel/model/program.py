@@ -30,7 +30,10 @@ What is summarized, per block (``T.sblock``) of the scheduled function:
   unrolled copies that share its vector);
   without an explicit vectorized loop, ``auto_vector_extent``: the innermost
   non-reduction loop when every access is contiguous or invariant in it (what
-  LLVM's loop vectorizer turns into vector code by itself).
+  LLVM's loop vectorizer turns into vector code by itself); ``slp_extent``:
+  unrolled channel copies outside the reductions LLVM's SLP vectorizer packs
+  unless its loop vectorizer took the rolled loop around them with gathers
+  (``gathered_loop``: it does where gathers are legal, AVX-512).
 * ``reduce_level``: the depth of the innermost loop that iterates a
   reduction axis; the loops inside it hold independent accumulators, and
   ``chain_length`` (the product of the innermost run of reduction loops) is
@@ -63,9 +66,15 @@ from .indexing import (_bits, _compile, _compile_cond, _count_fma, _count_libm, 
 _UNROLL_MAX_DEPTH = 8
 # LLVM's full-unroll threshold at -O3 (TVM's LLVM backend optimizes at O3):
 # a rolled loop whose trip count times its body's cost is at most this many
-# instructions is unrolled by LLVM itself before it vectorizes
+# instructions is unrolled by LLVM itself
 # (llvm/lib/Transforms/Scalar/LoopUnrollPass.cpp: UnrollThresholdAggressive).
 _LLVM_FULL_UNROLL_THRESHOLD = 300
+# Trip counts up to this are also simulated unrolled (``analyzeLoopUnrollCost``,
+# ``unroll-max-iteration-count-to-analyze``): the loop is unrolled when the
+# simulated cost, without the loop's own increment, compare and branch, is
+# below the threshold (times a boost for folded work, not counted here).
+_LLVM_UNROLL_ANALYZE_TRIPS = 10
+
 
 # TVM keeps a CPU allocation of constant size below this many bytes on the
 # stack (``runtime::kMaxStackAlloca``, tvm/runtime/device_api.h, used by
@@ -127,6 +136,8 @@ class BlockSummary:
     vector_accesses: int = 0
     gathered_per_point: float = 0.0
     auto_vector_extent: int = 0
+    slp_extent: int = 0
+    gathered_loop: bool = False
     chain_length: float = 0.0
     fma_per_point: float = 0.0
     libm_calls_per_point: float = 0.0
@@ -261,8 +272,10 @@ class _Walker:
         self.unrolled: dict[int, bool] = {}
         self.pending: list = []  # leaf blocks waiting for the unroll verdicts
         self.pending_gathers: list = []  # vector blocks with gathered accesses, waiting likewise
+        self.pending_slp: list = []  # blocks with SLP candidates outside the reductions: (index, accesses, vector-view loops)
         self.guards: dict = {}  # block index -> compiled guard: see indexing.live_copy_fraction
         self.block_vars: list = []  # loop variables of each block's nest
+        self.block_access_vars: list = []
         self.block_mentions: list = []  # loop variables each block's indices (and guard) mention
         self.buffer_info: dict = {}  # buffer handle -> (name, scope, bits, bytes, shape, strides)
         self.allocated: set = set()  # names of the buffers blocks allocate (intermediates)
@@ -414,8 +427,10 @@ class _Walker:
         for lp in loops:
             work *= lp.extent
         ops = _count_ops(store.value) if store is not None else 0.0
+        guarded = False
         if store is not None and not self.gpu:
             guard = _guard_of(store.value, store.buffer)
+            guarded = guard is not None
             cond = _compile_cond(guard, benv) if guard is not None else None
             if cond is not None:
                 self.guards[len(self.blocks)] = cond
@@ -479,7 +494,8 @@ class _Walker:
             # What LLVM vectorizes depends on what is unrolled, known only
             # once the loops around this block are closed.
             self.pending.append((len(self.blocks), tuple(var_ids), frozenset(reduce_vars),
-                                 [(c[3], c[5], c[7], c[8]) for c in compiled], n_vars))
+                                 [(c[3], c[5], c[7], c[8]) for c in compiled], n_vars, [c[0] for c in compiled],
+                                 guarded))
         chain = 1
         for j in range(reduce_level - 1, -1, -1):
             if loops[j].extent == 1:
@@ -547,6 +563,7 @@ class _Walker:
             chain_length=float(chain if reduce_level else 0), fma_per_point=fmas, libm_calls_per_point=libm,
             libm_cost_per_point=libm_cost))
         self.block_vars.append(tuple(var_ids))
+        self.block_access_vars.append((tuple(frozenset().union(*c[8]) for c in compiled), blk.init is not None))
         guard = self.guards.get(len(self.blocks) - 1)
         if guard is not None:
             _cond_vars(guard, mentioned)
@@ -554,11 +571,25 @@ class _Walker:
 
     def finish(self) -> None:
         """Apply the unroll verdicts to every block's loops, then decide what
-        LLVM vectorizes in the blocks that have no vectorized loop."""
+        LLVM vectorizes in the blocks that have no vectorized loop.
+
+        Two views of LLVM's own unrolling (the same budget,
+        :func:`_llvm_full_unroll`): what LLVM's vectorizers see, where LLVM
+        has fully unrolled only the innermost loop of the nest TVM emitted,
+        and the loops left in the code, after the LoopUnrollPass that runs
+        after both vectorizers in LLVM's O3 pipeline (``addVectorPasses``)
+        has unrolled the loops that became innermost. The block's loops
+        carry the second; the vectorization verdict uses the first."""
+        vector_view = {}
         for i, (b, var_ids) in enumerate(zip(self.blocks, self.block_vars)):
             flags = ["tvm" if self.unrolled.get(v, False) else "" for v in var_ids]
+            seen = list(flags)  # the loops as LLVM's vectorizers see them
             if not self.gpu:
-                _llvm_full_unroll(b["loops"], b["ops_per_point"], len(b["accesses"]), flags)
+                instructions = max(0.0, b["ops_per_point"] - b["fma_per_point"])
+                _llvm_full_unroll(b["loops"], var_ids, instructions, self.block_access_vars[i], seen,
+                                  before_vectorizers=True)
+                _llvm_full_unroll(b["loops"], var_ids, instructions, self.block_access_vars[i], flags)
+            vector_view[i] = tuple(Loop(lp.extent, lp.kind, u) for lp, u in zip(b["loops"], seen))
             loops = b["loops"] = tuple(Loop(lp.extent, lp.kind, u) for lp, u in zip(b["loops"], flags))
             guard = self.guards.get(i)
             if guard is not None:
@@ -566,9 +597,18 @@ class _Walker:
                 live = live_copy_fraction(guard, var_ids, loops, self.n_vars)
                 if live < 1.0:
                     b["work_points"] *= live
-        for i, var_ids, reduce_vars, compiled, n_vars in self.pending:
+        for i, var_ids, reduce_vars, compiled, n_vars, names, guarded in self.pending:
             b = self.blocks[i]
-            b["auto_vector_extent"] = _auto_vector(b["loops"], var_ids, reduce_vars, b["reduce_level"], compiled, n_vars)
+            b["auto_vector_extent"] = _auto_vector(vector_view[i], var_ids, reduce_vars, b["reduce_level"],
+                                                   compiled, n_vars)
+            if not self.gpu and not guarded:
+                # (a read under the padding's if_then_else keeps SLP from packing the copies:
+                # benchmarks/modes/guarded_slp_check_stop42.py)
+                slp = _slp_outside_reductions(vector_view[i], var_ids, reduce_vars, b["reduce_level"], compiled, n_vars)
+                if slp > b["auto_vector_extent"]:
+                    b["slp_extent"] = slp
+                    self.pending_slp.append((i, var_ids, reduce_vars, list(zip(names, compiled)), n_vars,
+                                             vector_view[i]))
         for i, var_ids, vec_level, gathered, n_vars in self.pending_gathers:
             b = self.blocks[i]
             b["gathered_per_point"] = sum(1.0 / _shared_copies(b["loops"], var_ids, vec_level, g, n_vars)
@@ -635,34 +675,85 @@ def _tensorized_work(compiled) -> tuple[float, float, int] | None:
     return max([written] + operands), 0.0, int(written)
 
 
-def _llvm_full_unroll(loops, ops_per_point: float, n_accesses: int, flags: list) -> None:
-    """Mark the loops LLVM fully unrolls by itself (in place).
+def _llvm_full_unroll(loops, var_ids, instructions: float, access_vars, flags: list,
+                      before_vectorizers: bool = False) -> None:
+    """Mark the loops LLVM has fully unrolled in the code it emits (in place).
 
     From the innermost loop TVM left rolled outward (TVM's innermost vector
-    loop is not a loop once compiled: its body is the cost of one point): a
-    serial loop whose trip count times the cost of its body (the unrolled
-    copies inside it, each ``ops + accesses + 1`` instructions) stays within
-    ``_LLVM_FULL_UNROLL_THRESHOLD`` is unrolled, and its body grows by its
-    trip count; the first loop that does not fit (or is not serial) stops it.
+    loop is not a loop once compiled: its body is one group of vector
+    instructions), each serial loop is sized as LLVM's LoopUnrollPass sizes
+    it, on the body LLVM's earlier passes leave. Per iteration, unrolled:
+    the block's ``instructions`` (operations, a multiply-add counted once:
+    TVM emits ``llvm.fmuladd``) for every unrolled copy inside, and one load
+    or store per distinct element the copies touch of each access that
+    moves with the loop (an access whose indices do not mention the loop is
+    hoisted or, an accumulator, kept in a register by LICM; copies that
+    touch one element share its load). Rolled, also one address computation
+    per moving access and the loop's increment, compare and branch. A block
+    whose reduction init is still inside (not decomposed) keeps its
+    accumulator in memory behind a branch: every access moves, and each copy
+    adds the compare, branch and store of the init. ``access_vars`` is
+    ``(the loop variables each access mentions, has an init)``.
+
+    The loop is unrolled when its unrolled size ``(rolled - 2) * trips + 2``
+    is below ``_LLVM_FULL_UNROLL_THRESHOLD``, or, for at most
+    ``_LLVM_UNROLL_ANALYZE_TRIPS`` trips, when ``unrolled * trips`` is below
+    the threshold times LLVM's boost ``min(4, rolled / unrolled)``; its
+    copies then join the body. The first loop that does not fit (or is not
+    serial) stops it. Checked against LLVM's IR on two kernel families
+    (``benchmarks/modes/unroll_budget_check_stop40.md``).
+
+    ``before_vectorizers``: only the first loop LLVM unrolls, i.e. the
+    innermost loop of the nest TVM emitted (every loop inside it unrolled by
+    TVM or of extent 1). When LLVM's loop and SLP vectorizers run, a loop
+    whose inner loop LLVM had to unroll itself is still a loop; LLVM's
+    LoopUnrollPass after them unrolls it (kernels built by TVM,
+    ``benchmarks/modes/unroll_before_vectorizers_check_stop41.md``: a
+    128-wide matmul column loop around ``k`` (8) and ``i`` (16) is vectorized
+    when TVM unrolls ``i`` and left scalar, every loop inside unrolled, when
+    LLVM does; a depthwise conv's channel loop the same).
     """
-    cost = float(ops_per_point + n_accesses + 1)
+    mentions, has_init = access_vars
+    inner: list[int] = []  # loops inside the current one, unrolled (or of extent 1)
     for j in range(len(loops) - 1, -1, -1):
         lp = loops[j]
         if lp.kind == "vectorized" and j == len(loops) - 1:
             continue  # TVM's innermost vector loop: one group of vector instructions once compiled
         if flags[j] or lp.extent == 1:
-            cost *= lp.extent
+            inner.append(j)
             continue
-        if lp.kind != "serial" or lp.extent * cost > _LLVM_FULL_UNROLL_THRESHOLD:
+        if lp.kind != "serial":
+            return
+        copies = 1.0
+        for k in inner:
+            copies *= loops[k].extent
+        unrolled = (instructions + (3.0 if has_init else 0.0)) * copies
+        moving = 0
+        for mentioned in mentions:
+            if has_init or var_ids[j] in mentioned:
+                distinct = 1.0
+                for k in inner:
+                    if var_ids[k] in mentioned:
+                        distinct *= loops[k].extent
+                unrolled += distinct
+                moving += 1
+        rolled = unrolled + moving + 3.0
+        trips = lp.extent
+        size_ok = (rolled - 2) * trips + 2 < _LLVM_FULL_UNROLL_THRESHOLD
+        boost = min(4.0, rolled / unrolled) if unrolled > 0 else 4.0
+        if not (size_ok or (trips <= _LLVM_UNROLL_ANALYZE_TRIPS
+                            and unrolled * trips < _LLVM_FULL_UNROLL_THRESHOLD * boost)):
             return
         flags[j] = "llvm"
-        cost *= lp.extent
+        inner.append(j)
+        if before_vectorizers:
+            return
 
 
 def _auto_vector(loops, var_ids, reduce_vars, reduce_level, compiled, n_vars) -> int:
     """Extent LLVM vectorizes by itself in a block with no vectorized loop.
 
-    Candidates, after TVM and LLVM have unrolled the innermost loops:
+    Candidates, in the loops as LLVM's vectorizers see them (``finish``):
 
     * the innermost loop of extent > 1 (unrolled or not);
     * the unrolled loops inside the innermost reduction loop: LLVM's SLP
@@ -706,6 +797,124 @@ def _auto_vector(loops, var_ids, reduce_vars, reduce_level, compiled, n_vars) ->
         if ok:
             best = loops[j].extent
     return best or _interleaved_auto_vector(loops, var_ids, reduce_vars, compiled, n_vars)
+
+
+def _slp_outside_reductions(loops, var_ids, reduce_vars, reduce_level, compiled, n_vars) -> int:
+    """Extent LLVM's SLP vectorizer packs from unrolled copies outside the
+    reductions: an unrolled loop of extent >= 4 between the innermost
+    rolled loop and the innermost reduction loop (e.g. a depthwise conv's 8
+    channel copies outside its unrolled filter taps, inside a rolled spatial
+    loop), along which every read is contiguous or invariant and every write
+    contiguous. DEP_17's fastest record is 70 packed 8-wide FMAs of such
+    copies (the assembly on four CPUs, stop 41). LLVM's loop vectorizer runs
+    first: where it takes the rolled loop around them (with gathers,
+    :func:`_gathered_rolled_loop`), they are not packed. Returns the largest
+    such extent (0 if none)."""
+    depth = len(loops)
+    rolled = next((k for k in range(depth - 1, -1, -1) if loops[k].extent > 1 and not loops[k].unrolled), -1)
+    best = 0
+    for j in range(rolled + 1, reduce_level):
+        lp = loops[j]
+        if not lp.unrolled or lp.extent < 4 or lp.extent <= best or var_ids[j] in reduce_vars:
+            continue
+        ok = True
+        for is_write, dims, strides, mentions in compiled:
+            step = _stride_along(dims, strides, mentions, n_vars, var_ids[j], lp.extent)
+            if step is None or abs(step) > 1 or (is_write and step == 0):
+                ok = False
+                break
+        if ok:
+            best = lp.extent
+    return best
+
+
+# LLVM's AliasSetTracker merges every alias set into one once it holds more
+# pointers than this (``alias-set-saturation-threshold``, default 250,
+# llvm/lib/Analysis/AliasSetTracker.cpp); the loop vectorizer then cannot
+# prove the loop's accesses independent. Checked through TVM's ``cl-opt``:
+# raised to 1000, a 256-pointer depthwise loop is vectorized with gathers;
+# lowered to 200, a 224-pointer one is not
+# (benchmarks/modes/gathers_or_slp_check_stop42.md).
+_ALIAS_SET_SATURATION = 250
+
+
+def _gathered_rolled_loop(loops, var_ids, reduce_vars, accesses, n_vars, local: set) -> bool:
+    """Whether LLVM's loop vectorizer, where gathers are legal, takes the
+    innermost rolled loop of a block with gathers (before the SLP vectorizer
+    could pack the copies inside it).
+
+    The loop must be serial, iterate a non-reduction axis, and move some
+    access by a stride (a loop along which everything is contiguous is an
+    ordinary :func:`_auto_vector` candidate). Accesses invariant along it
+    are hoisted or kept in registers (LICM). Its memory accesses must be
+    provably independent:
+
+    * inside a parallel loop TVM outlines the body into a function that
+      reaches the buffers allocated outside it through a closure, without
+      ``noalias``: a moving read of such a buffer (other than the written
+      buffer's own loads) keeps the loop from being vectorized, whether the
+      written buffer is allocated inside the body (``local``) or not; loads
+      of a local buffer are not merged across the stores to a buffer
+      reached through the closure, so each unrolled copy's load is its own
+      pointer (kernels, ``gathers_or_slp_check_stop42.md``: the four cases);
+    * otherwise copies that read one element share its load;
+    * the pointers in the loop (each distinct element a moving access
+      touches; a written buffer's loads and stores share theirs) must not
+      exceed ``_ALIAS_SET_SATURATION``.
+    """
+    depth = len(loops)
+    j = next((k for k in range(depth - 1, -1, -1) if loops[k].extent > 1 and not loops[k].unrolled), -1)
+    if j < 0 or loops[j].kind != "serial" or var_ids[j] in reduce_vars:
+        return False
+    var, extent = var_ids[j], loops[j].extent
+    inner = [k for k in range(j + 1, depth) if loops[k].extent > 1]
+    moving, strided = [], False
+    for name, (is_write, dims, strides, mentions) in accesses:
+        step = _stride_along(dims, strides, mentions, n_vars, var, extent)
+        if step == 0:
+            continue
+        strided = strided or step is None or abs(step) > 1
+        moving.append((name, is_write, dims, strides, mentions))
+    if not strided:
+        return False
+    written = {m[0] for m in moving if m[1]}
+    merged = True
+    if any(loops[k].kind == "parallel" for k in range(j)):
+        if any(n not in local for n in {m[0] for m in moving if not m[1]} - written):
+            return False
+        merged = all(n in local for n in written)
+    pointers = 0.0
+    per_buffer: dict = {}
+    for name, is_write, dims, strides, mentions in moving:
+        if name in written or merged:
+            count = _distinct_elements(dims, strides, mentions, inner, loops, var_ids, n_vars)
+        else:
+            count = 1.0
+            vs = frozenset().union(*mentions)
+            for k in inner:
+                if var_ids[k] in vs:
+                    count *= loops[k].extent
+        if name in written:
+            per_buffer[name] = max(per_buffer.get(name, 0.0), count)
+        else:
+            pointers += count
+    pointers += sum(per_buffer.values())
+    return pointers <= _ALIAS_SET_SATURATION
+
+
+def _distinct_elements(dims, strides, mentions, inner, loops, var_ids, n_vars) -> float:
+    """Distinct elements one access touches across the unrolled copies (the
+    loops ``inner``): offsets enumerated along each loop's stride; where a
+    stride is not constant, every copy counts as distinct."""
+    offsets = {0}
+    extra = 1.0
+    for k in inner:
+        st = _stride_along(dims, strides, mentions, n_vars, var_ids[k], loops[k].extent)
+        if st is None or len(offsets) * loops[k].extent > _MAX_COPIES:
+            extra *= loops[k].extent
+        elif st:
+            offsets = {o + i * st for o in offsets for i in range(loops[k].extent)}
+    return len(offsets) * extra
 
 
 # LLVM's loop vectorizer loads (and stores) an interleaved group, the
@@ -1015,6 +1224,9 @@ def summarize(mod, target_kind: str = "cpu") -> ProgramSummary:
         copies: dict = {}
     else:
         buffer_bytes, copies = _compacted_intermediates(w)
+        for i, var_ids, reduce_vars, accesses, n_vars, loops in w.pending_slp:
+            if _gathered_rolled_loop(loops, var_ids, reduce_vars, accesses, n_vars, set(copies)):
+                w.blocks[i] = replace(w.blocks[i], gathered_loop=True)
         _hoist_invariant_blocks(w, buffer_bytes, copies)
         w.blocks = [_within_allocations(b, buffer_bytes) for b in w.blocks]
     by_region: dict[int, list[BlockSummary]] = {}
