@@ -26,11 +26,11 @@ class _Stop(Exception):
     pass
 
 
-def _loops(stmt, out, serial_only=True):
-    """(name, extent, kind) of every For under ``stmt``."""
+def _loops(stmt, out):
+    """(name, extent, kind, loop variable handle) of every For under ``stmt``."""
     name = type(stmt).__name__
     if name == "For":
-        out.append((str(stmt.loop_var.name), int(stmt.extent), int(stmt.kind)))
+        out.append((str(stmt.loop_var.name), int(stmt.extent), int(stmt.kind), stmt.loop_var.__chandle__()))
         _loops(stmt.body, out)
     elif name == "SeqStmt":
         for x in stmt.seq[:]:
@@ -67,41 +67,19 @@ def tvm_rolled(mod, target) -> Counter:
         raise RuntimeError("the pipeline did not reach UnrollLoop")
     (func,) = [f for _, f in got["mod"].functions.items()]
     # ForKind: 0 serial, 1 parallel, 2 vectorized, 3 unrolled, 4 thread binding
-    return Counter(n for n, e, k in _loops(func.body, []) if k == 0 and e > 1)
+    return Counter(n for n, e, k, _ in _loops(func.body, []) if k == 0 and e > 1)
 
 
 def model_rolled(mod) -> Counter:
+    body = program._prim_func(mod).body
     w = program._Walker(False)
-    w.stmt(program._prim_func(mod).body)
-    names = {}
-    for n, e, k, h in _model_loops(program._prim_func(mod).body, []):
-        names[h] = (n, e, k)
+    w.stmt(body)
+    names = {h: (n, e, k) for n, e, k, h in _loops(body, [])}
     out = Counter()
     for h, (n, e, k) in names.items():
         idx = w.var_env[h][1]
         if k == 0 and e > 1 and not w.unrolled.get(idx, False):
             out[n] += 1
-    return out
-
-
-def _model_loops(stmt, out):
-    name = type(stmt).__name__
-    if name == "For":
-        out.append((str(stmt.loop_var.name), int(stmt.extent), int(stmt.kind), stmt.loop_var.__chandle__()))
-        _model_loops(stmt.body, out)
-    elif name == "SeqStmt":
-        for x in stmt.seq[:]:
-            _model_loops(x, out)
-    elif name == "IfThenElse":
-        _model_loops(stmt.then_case, out)
-        if stmt.else_case is not None:
-            _model_loops(stmt.else_case, out)
-    elif name == "SBlockRealize":
-        if stmt.block.init is not None:
-            _model_loops(stmt.block.init, out)
-        _model_loops(stmt.block.body, out)
-    elif hasattr(stmt, "body"):
-        _model_loops(stmt.body, out)
     return out
 
 
