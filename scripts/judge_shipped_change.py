@@ -93,12 +93,9 @@ def paired_interval(old: dict[str, np.ndarray], new: dict[str, np.ndarray], leve
     return [(float(m), float(m - h), float(m + h)) for m, h in zip(mean, half)]
 
 
-def rule_t(analytical, zero_shot, shots) -> tuple[str, str]:
-    """Rule R_t (``benchmarks/modes/PROTOCOL_stop44.md`` part 2) on three arms' :func:`paired_interval` results:
-    gain = the product's or the analytical zero-shot Spearman interval above 0 (the other's mean delta >= -0.01);
-    harm = an interval of analytical or zero-shot top-1, top-5, trials, or of the shots arm's top-1, top-5,
-    entirely on the worse side of 0. Returns (``ADOPT`` or ``REFUSE``, why)."""
-    s = KEYS.index("spearman")
+def _rule(analytical, zero_shot, shots, head_path: bool) -> tuple[str, str]:
+    """:func:`rule_t` (``head_path`` False) or :func:`rule_h` (True)."""
+    s, t1, tr = KEYS.index("spearman"), KEYS.index("top1_score"), KEYS.index("trials_to_5pct")
     z, a = zero_shot[s], analytical[s]
     gain = (z[1] > 0 and a[0] >= -0.01) or (a[1] > 0 and z[0] >= -0.01)
     harms = []
@@ -108,8 +105,22 @@ def rule_t(analytical, zero_shot, shots) -> tuple[str, str]:
             _, lo, hi = arm[KEYS.index(k)]
             if (lo > 0) if k == "trials_to_5pct" else (hi < 0):
                 harms.append(f"{label} {k}")
-    why = ("gain" if gain else "no gain") + ("; harm: " + ", ".join(harms) if harms else "")
+    why = "gain" if gain else "no gain"
+    if head_path and not gain and not harms and min(a[0], z[0]) >= -0.01:
+        heads = [f"{label} {k}" for arm, label in ((analytical, "analytical"), (zero_shot, "zero-shot"))
+                 for k, clear in (("top1_score", arm[t1][1] > 0), ("trials_to_5pct", arm[tr][2] < 0)) if clear]
+        if heads:
+            gain, why = True, "head gain: " + ", ".join(heads)
+    why += "; harm: " + ", ".join(harms) if harms else ""
     return ("ADOPT" if gain and not harms else "REFUSE"), why
+
+
+def rule_t(analytical, zero_shot, shots) -> tuple[str, str]:
+    """Rule R_t (``benchmarks/modes/PROTOCOL_stop44.md`` part 2) on three arms' :func:`paired_interval` results:
+    gain = the product's or the analytical zero-shot Spearman interval above 0 (the other's mean delta >= -0.01);
+    harm = an interval of analytical or zero-shot top-1, top-5, trials, or of the shots arm's top-1, top-5,
+    entirely on the worse side of 0. Returns (``ADOPT`` or ``REFUSE``, why)."""
+    return _rule(analytical, zero_shot, shots, head_path=False)
 
 
 def rule_h(analytical, zero_shot, shots) -> tuple[str, str]:
@@ -117,15 +128,7 @@ def rule_h(analytical, zero_shot, shots) -> tuple[str, str]:
     gain, for a change aimed at the head: the product's or the analytical zero-shot top-1 interval above 0, or
     its trials-to-5% interval below 0, with both zero-shot Spearman mean deltas >= -0.01. Harm as in R_t.
     Returns (``ADOPT`` or ``REFUSE``, why)."""
-    verdict, why = rule_t(analytical, zero_shot, shots)
-    if verdict == "ADOPT" or "; harm:" in why:
-        return verdict, why
-    s, t1, tr = KEYS.index("spearman"), KEYS.index("top1_score"), KEYS.index("trials_to_5pct")
-    if min(analytical[s][0], zero_shot[s][0]) < -0.01:
-        return verdict, why
-    heads = [f"{label} {k}" for arm, label in ((analytical, "analytical"), (zero_shot, "zero-shot"))
-             for k, clear in (("top1_score", arm[t1][1] > 0), ("trials_to_5pct", arm[tr][2] < 0)) if clear]
-    return ("ADOPT", "head gain: " + ", ".join(heads)) if heads else (verdict, why)
+    return _rule(analytical, zero_shot, shots, head_path=True)
 
 
 def _fmt(v) -> str:

@@ -525,8 +525,7 @@ def _cpu_efficiency(b: BlockSummary, lanes: int, hw: HardwareSpec) -> float:
                                 b.gathered_per_point or b.vector_gathers)
     elif b.vector_extent > 1:
         vec, eff = b.vector_extent, lane_efficiency(b.vector_extent, lanes)
-    elif max(b.auto_vector_extent, _slp_extent(b, hw)) > 1:
-        vec = max(b.auto_vector_extent, _slp_extent(b, hw))
+    elif (vec := max(b.auto_vector_extent, _slp_extent(b, hw))) > 1:
         eff = auto_vector_efficiency(vec, lanes)
     else:
         vec, eff = 1, 1.0 / lanes

@@ -583,12 +583,13 @@ class _Walker:
         vector_view = {}
         for i, (b, var_ids) in enumerate(zip(self.blocks, self.block_vars)):
             flags = ["tvm" if self.unrolled.get(v, False) else "" for v in var_ids]
-            seen = list(flags)  # the loops as LLVM's vectorizers see them
             if not self.gpu:
                 instructions = max(0.0, b["ops_per_point"] - b["fma_per_point"])
-                _llvm_full_unroll(b["loops"], var_ids, instructions, self.block_access_vars[i], seen,
-                                  before_vectorizers=True)
                 _llvm_full_unroll(b["loops"], var_ids, instructions, self.block_access_vars[i], flags)
+            # The loops as LLVM's vectorizers see them: of LLVM's own unrolling
+            # only its first loop, the innermost it marks (it works outward).
+            by_llvm = [j for j, u in enumerate(flags) if u == "llvm"]
+            seen = [("" if u == "llvm" and j != by_llvm[-1] else u) for j, u in enumerate(flags)]
             vector_view[i] = tuple(Loop(lp.extent, lp.kind, u) for lp, u in zip(b["loops"], seen))
             loops = b["loops"] = tuple(Loop(lp.extent, lp.kind, u) for lp, u in zip(b["loops"], flags))
             guard = self.guards.get(i)
@@ -675,8 +676,7 @@ def _tensorized_work(compiled) -> tuple[float, float, int] | None:
     return max([written] + operands), 0.0, int(written)
 
 
-def _llvm_full_unroll(loops, var_ids, instructions: float, access_vars, flags: list,
-                      before_vectorizers: bool = False) -> None:
+def _llvm_full_unroll(loops, var_ids, instructions: float, access_vars, flags: list) -> None:
     """Mark the loops LLVM has fully unrolled in the code it emits (in place).
 
     From the innermost loop TVM left rolled outward (TVM's innermost vector
@@ -703,9 +703,9 @@ def _llvm_full_unroll(loops, var_ids, instructions: float, access_vars, flags: l
     serial) stops it. Checked against LLVM's IR on two kernel families
     (``benchmarks/modes/unroll_budget_check_stop40.md``).
 
-    ``before_vectorizers``: only the first loop LLVM unrolls, i.e. the
-    innermost loop of the nest TVM emitted (every loop inside it unrolled by
-    TVM or of extent 1). When LLVM's loop and SLP vectorizers run, a loop
+    LLVM's vectorizers see only the first loop it unrolls, the innermost
+    marked here (every loop inside it unrolled by TVM or of extent 1;
+    ``_Walker.finish`` keeps that view). When LLVM's loop and SLP vectorizers run, a loop
     whose inner loop LLVM had to unroll itself is still a loop; LLVM's
     LoopUnrollPass after them unrolls it (kernels built by TVM,
     ``benchmarks/modes/unroll_before_vectorizers_check_stop41.md``: a
@@ -746,8 +746,6 @@ def _llvm_full_unroll(loops, var_ids, instructions: float, access_vars, flags: l
             return
         flags[j] = "llvm"
         inner.append(j)
-        if before_vectorizers:
-            return
 
 
 def _auto_vector(loops, var_ids, reduce_vars, reduce_level, compiled, n_vars) -> int:
